@@ -1,0 +1,13 @@
+"""Schemas at tubeless boundaries: JSON Schema dicts, pydantic models and validate() objects."""
+
+from tubeless.schema._adapters import as_schema, validator
+from tubeless.schema._base import Schema, validate_boundary
+from tubeless.schema._jsonschema import json_schema
+
+__all__ = [
+    "Schema",
+    "as_schema",
+    "json_schema",
+    "validate_boundary",
+    "validator",
+]
