@@ -1,0 +1,253 @@
+"""Child runs seen from their parent step: records absorbed into `report_progress`.
+
+Built only when the parent run is observed; otherwise no child hook exists at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tubeless.pipeline._plan import PipelinePlan
+
+DETAIL_GROUP_LIMIT = 32
+_TERMINAL = {
+    "step.complete": "completed",
+    "step.skipped": "skipped",
+    "step.failed": "failed",
+    "step.cancelled": "cancelled",
+}
+_FINISHED = frozenset(_TERMINAL.values())
+Row = dict[str, Any]
+
+
+class ChildRunTracker:
+    """Follows the records of one child run and summarises its steps."""
+
+    __slots__ = ("_names", "_on_change", "_order", "_progress", "_status")
+
+    def __init__(self, plan: PipelinePlan, on_change: Callable[[], None]) -> None:
+        self._order = [step.id for step in plan.steps]
+        self._names = {step.id: step.name or step.id for step in plan.steps}
+        self._status = dict.fromkeys(self._order, "pending")
+        self._progress: dict[str, Mapping[str, Any]] = {}
+        self._on_change = on_change
+
+    @property
+    def hooks(self) -> dict[str, Callable[[dict[str, Any]], None]]:
+        """The hook set to give the child run."""
+        return {"on_record": self._on_record}
+
+    def _on_record(self, record: dict[str, Any]) -> None:
+        name, step_id = record["name"], record.get("stepId")
+        if step_id not in self._status:
+            return
+        if name == "step.running":
+            self._status[step_id] = "running"
+            progress = record["payload"].get("progress")
+            if progress is not None:
+                self._progress[step_id] = progress
+        elif name in _TERMINAL:
+            self._status[step_id] = _TERMINAL[name]
+        else:
+            return
+        self._on_change()
+
+    @property
+    def completed(self) -> int:
+        """How many child steps have settled."""
+        return sum(1 for status in self._status.values() if status in _FINISHED)
+
+    @property
+    def total(self) -> int:
+        """How many steps the child plans."""
+        return len(self._order)
+
+    def running_step(self) -> str | None:
+        """The first child step still running, if any."""
+        return next((i for i in self._order if self._status[i] == "running"), None)
+
+    def message(self) -> str | None:
+        """The running step's own progress message, else its name."""
+        step_id = self.running_step()
+        if step_id is None:
+            return None
+        progress = self._progress.get(step_id, {})
+        return str(progress.get("message") or self._names[step_id])
+
+    def rows(self, prefix: str, depth: int) -> list[Row]:
+        """One row per child step, plus the running steps' own detail rows one level deeper."""
+        rows: list[Row] = []
+        for step_id in self._order:
+            status = self._status[step_id]
+            row: Row = {"id": prefix + step_id, "name": self._names[step_id], "status": status}
+            if depth:
+                row["depth"] = depth
+            progress = self._progress.get(step_id)
+            if progress is not None:
+                row["completed"] = progress["completed"]
+                if "total" in progress:
+                    row["total"] = progress["total"]
+            rows.append(row)
+            if status == "running" and progress is not None:
+                rows += _nested_rows(progress.get("details", ()), f"{prefix}{step_id}/", depth + 1)
+        return rows
+
+
+def _nested_rows(details: Sequence[Mapping[str, Any]], prefix: str, depth: int) -> list[Row]:
+    rows = []
+    for detail in details:
+        row = dict(detail)
+        row["id"] = prefix + str(detail["id"])
+        row["depth"] = min(32, depth + int(detail.get("depth", 0)))
+        rows.append(row)
+    return rows
+
+
+def visible_groups(keys: Sequence[str], status: Mapping[str, str], limit: int) -> list[str]:
+    """Pick at most `limit` keys, active first, then failed, then the rest; keep input order."""
+    if len(keys) <= limit:
+        return list(keys)
+    ranked = sorted(
+        range(len(keys)),
+        key=lambda i: (_rank(status.get(keys[i], "pending")), i),
+    )
+    chosen = sorted(ranked[:limit])
+    return [keys[i] for i in chosen]
+
+
+def _rank(status: str) -> int:
+    if status == "running":
+        return 0
+    if status in ("failed", "cancelled"):
+        return 1
+    return 2
+
+
+class SingleChildProgress:
+    """Progress of a `from_pipeline` step: its child's steps."""
+
+    def __init__(self, plan: PipelinePlan, report: Callable[..., None]) -> None:
+        self._report = report
+        self.tracker = ChildRunTracker(plan, self.publish)
+
+    def publish(self) -> None:
+        tracker = self.tracker
+        self._report(tracker.completed, tracker.total, tracker.message(), tracker.rows("", 0))
+
+
+class FanOutProgress:
+    """Progress of a `for_each_pipeline` step: item groups, at most 32 visible."""
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        steps_per_item: int,
+        report: Callable[..., None],
+        *,
+        item_noun: str = "items",
+        detail_limit: int = DETAIL_GROUP_LIMIT,
+    ) -> None:
+        self._keys = list(keys)
+        self._steps = steps_per_item
+        self._report = report
+        self._noun = item_noun
+        self._limit = detail_limit
+        self._status: dict[str, str] = dict.fromkeys(self._keys, "pending")
+        self._trackers: dict[str, ChildRunTracker] = {}
+
+    def track(self, key: str, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
+        """Start following the child run of `key`; return the hooks to give it."""
+        tracker = ChildRunTracker(plan, self.publish)
+        self._trackers[key] = tracker
+        self._status[key] = "running"
+        return tracker.hooks
+
+    def settle(self, key: str, status: str) -> None:
+        """Mark `key` completed, failed or cancelled."""
+        self._status[key] = status
+        self.publish()
+
+    def publish(self) -> None:
+        done = sum(1 for s in self._status.values() if s in _FINISHED)
+        running = [k for k in self._keys if self._status[k] == "running"]
+        message = f"{done}/{len(self._keys)} {self._noun} · {len(running)} running"
+        for key in running:
+            step = self._trackers[key].running_step()
+            if step is not None:
+                message += f" · {key}/{step}"
+                break
+        completed = sum(t.completed for t in self._trackers.values())
+        total = len(self._keys) * self._steps
+        self._report(completed, total, message, self._rows())
+
+    def _rows(self) -> list[Row]:
+        shown = visible_groups(self._keys, self._status, self._limit)
+        rows: list[Row] = []
+        for key in shown:
+            tracker = self._trackers.get(key)
+            row: Row = {"id": key, "name": key, "status": self._status[key]}
+            if tracker is not None:
+                row.update(completed=tracker.completed, total=tracker.total)
+            rows.append(row)
+            if tracker is not None and self._status[key] == "running":
+                rows += tracker.rows(f"{key}/", 1)
+        hidden = len(self._keys) - len(shown)
+        if hidden:
+            rows.append({"id": "+more", "name": f"+{hidden} more"})
+        return rows
+
+
+class IterationProgress:
+    """Progress of an `iterate_pipeline` step: the current group, then newest settled ones."""
+
+    def __init__(self, max_iterations: int, report: Callable[..., None]) -> None:
+        self._max = max_iterations
+        self._report = report
+        self._index = 0
+        self._tracker: ChildRunTracker | None = None
+        self._status = "pending"
+        self._settled: list[Row] = []
+        self._dropped = 0
+
+    def track(self, index: int, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
+        """Follow iteration `index`; return the hooks to give its child run."""
+        self._index = index
+        self._status = "running"
+        self._tracker = ChildRunTracker(plan, self.publish)
+        self.publish()
+        return self._tracker.hooks
+
+    def settle(self, status: str) -> None:
+        """Mark the current iteration completed, failed or cancelled, and keep its group."""
+        self._status = status
+        self.publish()
+        self._settled.insert(0, self._group_row())
+        if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
+            self._settled.pop()
+            self._dropped += 1
+        self._tracker = None
+
+    def _group_row(self) -> Row:
+        row: Row = {
+            "id": f"iteration-{self._index}",
+            "name": f"Iteration {self._index}",
+            "status": self._status,
+        }
+        if self._tracker is not None:
+            row.update(completed=self._tracker.completed, total=self._tracker.total)
+        return row
+
+    def publish(self) -> None:
+        message = f"Iteration {self._index} of at most {self._max}"
+        rows: list[Row] = []
+        if self._tracker is not None:
+            child = self._tracker.message()
+            if child:
+                message += f": {child}"
+            rows.append(self._group_row())
+            rows += self._tracker.rows(f"iteration-{self._index}/", 1)
+        rows += self._settled
+        if self._dropped:
+            rows.append({"id": "earlier-iterations", "name": f"{self._dropped} earlier iterations"})
+        self._report(self._index - 1, self._max, message, rows)

@@ -1,0 +1,357 @@
+"""What handlers receive: the run scope, execution context, step context and step logger."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from tubeless.errors import RunCancelledError
+from tubeless.pipeline._controls import PipelineLogger
+from tubeless.pipeline._observe import RunObserver, TraceChannel
+from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
+
+_LOGGER = logging.getLogger("tubeless")
+
+
+def default_now() -> int:
+    """Wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def default_sleep(seconds: float, signal: threading.Event) -> None:
+    """Sleep up to `seconds`, returning early when `signal` is set."""
+    signal.wait(max(0.0, seconds))
+
+
+def cancellation_message(signal: threading.Event) -> str:
+    """`Pipeline run aborted[: <reason>]`, using the signal's `reason` when it has one."""
+    reason = getattr(signal, "reason", None)
+    return f"Pipeline run aborted: {reason}" if reason is not None else "Pipeline run aborted"
+
+
+def raise_if_cancelled(signal: threading.Event) -> None:
+    """Raise `RunCancelledError` when `signal` is set."""
+    if signal.is_set():
+        raise RunCancelledError(cancellation_message(signal))
+
+
+@dataclasses.dataclass(slots=True, eq=False, kw_only=True)
+class RunScope:
+    """Everything one run shares between its steps (internal)."""
+
+    pipeline_id: str
+    run_id: str
+    parent_run_id: str | None
+    correlation_id: str | None
+    item_key: str | None
+    iteration: dict[str, Any] | None
+    signal: threading.Event
+    log: PipelineLogger
+    now: Callable[[], int]
+    sleep: Callable[[float, threading.Event], None]
+    cwd: str
+    dry_run: bool
+    channel: TraceChannel | None = None
+    observer: RunObserver | None = None
+    options: Any = None
+    _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+
+    def next_attempt_id(self) -> str:
+        """Return `<run id>:attempt:<base36 sequence>`; safe from any thread."""
+        return f"{self.run_id}:attempt:{_base36(next(self._attempts))}"
+
+    def trace_context(self) -> dict[str, Any] | None:
+        """`{runId, parentRunId, correlationId, itemKey, iteration}` when tracing is on."""
+        if self.channel is None or not self.channel.tracing:
+            return None
+        return {
+            "runId": self.run_id,
+            "parentRunId": self.parent_run_id,
+            "correlationId": self.correlation_id,
+            "itemKey": self.item_key,
+            "iteration": self.iteration,
+        }
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while number:
+        number, rest = divmod(number, 36)
+        out = digits[rest] + out
+    return out or "0"
+
+
+def _log_text(message: object, params: Sequence[object]) -> str:
+    parts = [message if isinstance(message, str) else _param_text(message)]
+    parts += [_param_text(param) for param in params]
+    return " ".join(parts)
+
+
+def _param_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        try:
+            return json.dumps(value, default=str, ensure_ascii=False)
+        except ValueError:
+            return str(value)
+    return str(value)
+
+
+class StepLogger:
+    """`context.log`: forwards to the run's logger and, when observed, emits `pipeline.log`."""
+
+    __slots__ = ("_attempt_id", "_scope", "_step_id")
+
+    def __init__(self, scope: RunScope, step_id: str | None, attempt_id: str | None) -> None:
+        self._scope = scope
+        self._step_id = step_id
+        self._attempt_id = attempt_id
+
+    def _write(self, level: str, message: object, params: Sequence[object]) -> None:
+        text = _log_text(message, params)
+        observer = self._scope.observer
+        if observer is not None:
+            fields: dict[str, Any] = {}
+            if self._step_id is not None:
+                fields["stepId"] = self._step_id
+            if self._attempt_id is not None:
+                fields["attemptId"] = self._attempt_id
+            observer.emit("pipeline.log", {"level": level, "message": text}, **fields)
+        base: PipelineLogger = self._scope.log
+        {"log": base.info, "warn": base.warning, "error": base.error}[level](text)
+
+    def info(self, message: object, *params: object) -> None:
+        """Log an ordinary message (params are appended, separated by spaces)."""
+        self._write("log", message, params)
+
+    def warning(self, message: object, *params: object) -> None:
+        """Log a warning."""
+        self._write("warn", message, params)
+
+    def error(self, message: object, *params: object) -> None:
+        """Log an error."""
+        self._write("error", message, params)
+
+    log = info
+    warn = warning
+
+
+class ExecutionContext:
+    """What skip predicates, mappings and finalizers receive.
+
+    Attributes:
+        options: the validated domain options.
+        dry_run: whether this is a dry run.
+        run_id: this run's id; `parent_run_id` and `correlation_id` when set.
+        signal: the run's `threading.Event`; set means cancelled.
+        log: logger with `info`/`warning`/`error` (aliases `log`/`warn`).
+        cwd: working directory.
+        trace: `{runId, parentRunId, correlationId, itemKey, iteration}` when tracing is on.
+    """
+
+    __slots__ = ("_log", "_scope", "_step_id")
+
+    def __init__(self, scope: RunScope, step_id: str | None = None) -> None:
+        self._scope = scope
+        self._step_id = step_id
+        self._log: StepLogger | None = None
+
+    @property
+    def options(self) -> Any:
+        return self._scope.options
+
+    @property
+    def dry_run(self) -> bool:
+        return self._scope.dry_run
+
+    @property
+    def run_id(self) -> str:
+        return self._scope.run_id
+
+    @property
+    def parent_run_id(self) -> str | None:
+        return self._scope.parent_run_id
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self._scope.correlation_id
+
+    @property
+    def signal(self) -> threading.Event:
+        return self._scope.signal
+
+    @property
+    def cwd(self) -> str:
+        return self._scope.cwd
+
+    @property
+    def trace(self) -> dict[str, Any] | None:
+        return self._scope.trace_context()
+
+    @property
+    def log(self) -> StepLogger:
+        if self._log is None:
+            self._log = StepLogger(self._scope, self._step_id, self._attempt_id_or_none())
+        return self._log
+
+    def _attempt_id_or_none(self) -> str | None:
+        return None
+
+    def now(self) -> int:
+        """Return the run clock's time in epoch milliseconds."""
+        return self._scope.now()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep up to `seconds`; raise `RunCancelledError` if the run is cancelled meanwhile."""
+        signal = self._scope.signal
+        raise_if_cancelled(signal)
+        self._scope.sleep(seconds, signal)
+        raise_if_cancelled(signal)
+
+
+class StepContext(ExecutionContext):
+    """What a step handler receives: the execution context plus per-attempt helpers.
+
+    Attributes:
+        attempt_id: this attempt's id (`<run id>:attempt:<n>`).
+    """
+
+    __slots__ = ("_active", "attempt_id")
+
+    def __init__(self, scope: RunScope, step_id: str, attempt_id: str) -> None:
+        super().__init__(scope, step_id)
+        self.attempt_id = attempt_id
+        self._active = True
+
+    def _attempt_id_or_none(self) -> str | None:
+        return self.attempt_id
+
+    def close(self) -> None:
+        """Stop accepting progress (the attempt has settled)."""
+        self._active = False
+
+    def report_progress(
+        self,
+        completed: float,
+        total: float | None = None,
+        message: str | None = None,
+        details: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Report progress of this attempt (ignored when nothing observes the run).
+
+        Raises:
+            TypeError: for a non-finite count or a malformed detail row.
+        """
+        observer = self._scope.observer
+        if observer is None or not self._active:
+            return
+        progress = progress_payload(completed, total, message, details)
+        observer.emit(
+            "step.running",
+            {"progress": progress},
+            stepId=self._step_id,
+            attemptId=self.attempt_id,
+        )
+
+    def report_attempt(self, attempt: int, attributes: Mapping[str, object] | None = None) -> None:
+        """Record a logical attempt (retries inside a handler) with flat scalar attributes.
+
+        Raises:
+            TypeError: when `attempt` is not a positive integer or an attribute is not a
+                string, bool or finite number (`None` values are dropped).
+        """
+        payload = attempt_payload(attempt, attributes)
+        observer = self._scope.observer
+        if observer is not None:
+            observer.emit(
+                "step.attempted", payload, stepId=self._step_id, attemptId=self.attempt_id
+            )
+
+
+def _finite(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(f"progress {field} must be a finite number")
+    return value
+
+
+def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(row, Mapping) or not isinstance(row.get("id"), str):
+        raise TypeError("progress details rows must be mappings with a string id")
+    out: dict[str, Any] = {"id": row["id"][:4096]}
+    for key in ("name", "label"):
+        if isinstance(row.get(key), str):
+            out[key] = row[key][:4096]
+    if row.get("status") is not None:
+        out["status"] = row["status"]
+    for key in ("completed", "total", "depth"):
+        if row.get(key) is not None:
+            out[key] = _finite(row[key], key)
+    return out
+
+
+def _bounded_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = rows[:TRACE_LIST_LIMIT]
+    size = len(json.dumps(rows, ensure_ascii=False).encode("utf-8"))
+    while rows and size > TRACE_DETAIL_BYTE_LIMIT:
+        dropped = rows.pop()
+        size -= len(json.dumps(dropped, ensure_ascii=False).encode("utf-8")) + 1
+    return rows
+
+
+def progress_payload(
+    completed: float,
+    total: float | None,
+    message: str | None,
+    details: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """Build the wire `progress` object, bounding details to the trace limits."""
+    progress: dict[str, Any] = {"completed": _finite(completed, "completed")}
+    if total is not None:
+        progress["total"] = _finite(total, "total")
+    if message is not None:
+        if not isinstance(message, str):
+            raise TypeError("progress message must be a string")
+        progress["message"] = message
+    if details is not None:
+        rows = [_detail_row(row) for row in details]
+        progress["details"] = _bounded_details(rows)
+        progress["detailCount"] = len(rows)
+    return progress
+
+
+def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> dict[str, Any]:
+    """Build the wire payload of `step.attempted`, checking attempt and attributes."""
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise TypeError("report_attempt attempt must be a positive integer")
+    clean: dict[str, Any] = {}
+    for key, value in (attributes or {}).items():
+        if value is None:
+            continue
+        if not isinstance(key, str):
+            raise TypeError("report_attempt attribute names must be strings")
+        if isinstance(value, (str, bool)) or (
+            isinstance(value, (int, float)) and math.isfinite(value)
+        ):
+            clean[key] = value
+            continue
+        raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
+    return {"attempt": attempt, "attributes": clean}
+
+
+def default_logger() -> PipelineLogger:
+    """The `tubeless` logger: silent unless the application configures logging."""
+    return _LOGGER
+
+
+def scope_of(context: ExecutionContext) -> RunScope:
+    """The run scope behind a context (for child runs started from a step)."""
+    return context._scope

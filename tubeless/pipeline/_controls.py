@@ -1,0 +1,179 @@
+"""Run controls (what to run and how) and run context (the services a run uses)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """Anything that takes trace records: `export(record)`, optionally `flush()`/`close()`."""
+
+    def export(self, record: dict[str, Any]) -> None:
+        """Take one wire-form trace record."""
+
+
+class PipelineLogger(Protocol):
+    """Where step logs go: a `logging.Logger` fits."""
+
+    def info(self, msg: str) -> None:
+        """Log an ordinary message."""
+
+    def warning(self, msg: str) -> None:
+        """Log a warning."""
+
+    def error(self, msg: str) -> None:
+        """Log an error."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunControls:
+    """Built-in run controls, separate from the domain options."""
+
+    dry_run: bool = False
+    """Preview: steps see `context.dry_run` and their dry-run policy decides what runs."""
+    step_ids: Sequence[str] | None = None
+    """Exact filter: run only these steps (prerequisites are not added)."""
+    targets: Sequence[str] | None = None
+    """Dependency-aware selection of declared targets."""
+    continue_on_error: bool = False
+    """Keep running independent branches after a failure (the run still fails)."""
+    max_concurrency: Any = 1
+    """Upper bound on steps running at once (an integer of at least 1)."""
+
+
+_CONTROL_FIELDS = frozenset(field.name for field in dataclasses.fields(RunControls))
+
+
+def _string_list(value: object, field: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"controls {field} must be a list of strings")
+    for item in value:
+        if not isinstance(item, str):
+            raise TypeError(f"controls {field} must contain strings, got {item!r}")
+    return tuple(value)
+
+
+def resolve_controls(controls: RunControls | Mapping[str, Any] | None) -> RunControls:
+    """Return `controls` as a `RunControls`, checking keys and types.
+
+    Values that are wrong for this pipeline (unknown steps, `step_ids=[]`, a bad
+    `max_concurrency`) are reported by planning; only malformed input raises here.
+
+    Raises:
+        TypeError: for an unknown key or a value of the wrong type.
+    """
+    if controls is None:
+        return RunControls()
+    if isinstance(controls, RunControls):
+        fields = {name: getattr(controls, name) for name in _CONTROL_FIELDS}
+    elif isinstance(controls, Mapping):
+        unknown = sorted(set(controls) - _CONTROL_FIELDS)
+        if unknown:
+            raise TypeError(f"Unknown run controls: {', '.join(map(str, unknown))}")
+        fields = dict(controls)
+    else:
+        raise TypeError("controls must be a RunControls or a dict")
+    for flag in ("dry_run", "continue_on_error"):
+        if flag in fields and not isinstance(fields[flag], bool):
+            raise TypeError(f"controls {flag} must be a bool")
+    fields["step_ids"] = _string_list(fields.get("step_ids"), "step_ids")
+    fields["targets"] = _string_list(fields.get("targets"), "targets")
+    return RunControls(**fields)
+
+
+def controls_to_dict(controls: RunControls) -> dict[str, Any]:
+    """Return the wire form of explicitly set controls (`dryRun`, `stepIds`, ...)."""
+    out: dict[str, Any] = {}
+    if controls.dry_run:
+        out["dryRun"] = True
+    if controls.continue_on_error:
+        out["continueOnError"] = True
+    if controls.max_concurrency != 1:
+        out["maxConcurrency"] = controls.max_concurrency
+    if controls.step_ids is not None:
+        out["stepIds"] = list(controls.step_ids)
+    if controls.targets is not None:
+        out["targets"] = list(controls.targets)
+    return out
+
+
+def child_controls(configured: RunControls, parent_dry_run: bool) -> RunControls:
+    """Controls of a child run: its own, with dry run forced on by a dry-running parent."""
+    if parent_dry_run and not configured.dry_run:
+        return dataclasses.replace(configured, dry_run=True)
+    return configured
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunContext:
+    """Services and identity for one run; every field is optional."""
+
+    signal: threading.Event | None = None
+    """Set it to cancel the run; handlers see this very object as `context.signal`."""
+    run_id: str | None = None
+    """The run's id (default `<pipeline id>:<uuid4>`)."""
+    parent_run_id: str | None = None
+    """The run that started this one, when a tubeless run is the parent."""
+    correlation_id: str | None = None
+    """A stable id across host retries; inherited by child runs."""
+    tracing: TraceSink | None = None
+    """A trace sink: every record of the run (and its children) goes there."""
+    hooks: Any = None
+    """A hook set (mapping or object of `on_*` callables) or a list of them."""
+    log: PipelineLogger | None = None
+    """Where step logs go (default: the `tubeless` logger, silent unless configured)."""
+    now: Callable[[], int] | None = None
+    """Clock in epoch milliseconds."""
+    sleep: Callable[[float, threading.Event], None] | None = None
+    """`sleep(seconds, signal)`: must return early when `signal` is set."""
+    cwd: str | None = None
+    """Working directory handed to steps."""
+
+
+_CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
+
+
+def resolve_context(context: RunContext | Mapping[str, Any] | None) -> RunContext:
+    """Return `context` as a `RunContext`, checking keys and types.
+
+    Raises:
+        TypeError: for an unknown key or a value of the wrong type.
+    """
+    if context is None:
+        return RunContext()
+    if isinstance(context, RunContext):
+        resolved = context
+    elif isinstance(context, Mapping):
+        unknown = sorted(set(context) - _CONTEXT_FIELDS)
+        if unknown:
+            raise TypeError(f"Unknown run context fields: {', '.join(map(str, unknown))}")
+        resolved = RunContext(**context)
+    else:
+        raise TypeError("context must be a RunContext or a dict")
+    _check_context(resolved)
+    return resolved
+
+
+def _check_context(context: RunContext) -> None:
+    if context.signal is not None and not isinstance(context.signal, threading.Event):
+        raise TypeError("context signal must be a threading.Event")
+    for field in ("run_id", "parent_run_id", "correlation_id", "cwd"):
+        value = getattr(context, field)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise TypeError(f"context {field} must be a non-blank string")
+    if context.tracing is not None and not callable(getattr(context.tracing, "export", None)):
+        raise TypeError("context tracing must be a trace sink with export(record)")
+    for field in ("now", "sleep"):
+        value = getattr(context, field)
+        if value is not None and not callable(value):
+            raise TypeError(f"context {field} must be callable")
+    if context.log is not None and not all(
+        callable(getattr(context.log, name, None)) for name in ("info", "warning", "error")
+    ):
+        raise TypeError("context log must have info, warning and error methods")

@@ -1,0 +1,277 @@
+"""`define_pipeline` and the compiled `Pipeline`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tubeless.errors import PipelineExecutionError, TubelessError
+from tubeless.pipeline._context import ExecutionContext
+from tubeless.pipeline._controls import RunContext, RunControls, resolve_context, resolve_controls
+from tubeless.pipeline._graph import (
+    cycle_error,
+    execution_order,
+    pipeline_field_errors,
+    step_errors,
+    target_errors,
+)
+from tubeless.pipeline._identity import DefinitionSnapshot, build_snapshot
+from tubeless.pipeline._plan import PipelinePlan, build_plan
+from tubeless.pipeline._render import render_mermaid
+from tubeless.pipeline._report import PipelineRun
+from tubeless.pipeline._steps import RequiredOutputs, Step
+from tubeless.schema import Schema, as_schema
+
+_SNAPSHOT_BYTE_LIMIT = 256 * 1024
+_PLAN_CACHE_LIMIT = 64
+
+Finalizer = Callable[[dict[str, Any], ExecutionContext], Any]
+
+
+def _required_finalizer(
+    required: Sequence[Step], callback: Finalizer, pipeline_id: str
+) -> Finalizer:
+    def finalize(outputs: dict[str, Any], context: ExecutionContext) -> Any:
+        missing = [step.id for step in required if step.id not in outputs]
+        if missing:
+            raise TubelessError(
+                f"Pipeline {pipeline_id} finalizer requires outputs that were not published: "
+                f"{', '.join(missing)}",
+                code="TUBELESS_REQUIRED_OUTPUTS_MISSING",
+            )
+        return callback(outputs, context)
+
+    return finalize
+
+
+def _compile_finalizer(
+    finalize: object, order: Sequence[Step], pipeline_id: str
+) -> tuple[Finalizer, tuple[Step, ...] | None]:
+    if isinstance(finalize, Step):
+        step_id = finalize.id
+        return _required_finalizer([finalize], lambda outputs, _: outputs[step_id], pipeline_id), (
+            finalize,
+        )
+    if isinstance(finalize, RequiredOutputs):
+        return _required_finalizer(finalize.steps, finalize.callback, pipeline_id), finalize.steps
+    if callable(finalize):
+        return finalize, None
+    if finalize is not None:
+        raise TypeError(f"Pipeline {pipeline_id} finalize must be a callable, a step or None")
+    last = order[-1].id if order else None
+    return (lambda outputs, _: outputs.get(last) if last else None), None
+
+
+def _step_list(value: object, field: str, pipeline_id: str) -> tuple[Step, ...]:
+    if isinstance(value, (str, bytes, Step)) or not isinstance(value, Sequence):
+        raise TypeError(f"Pipeline {pipeline_id} {field} must be a list of steps")
+    for item in value:
+        if not isinstance(item, Step):
+            raise TypeError(f"Pipeline {pipeline_id} {field} must contain steps, got {item!r}")
+    return tuple(value)
+
+
+def _optional_text(value: object, field: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"Pipeline {field} must be a string")
+
+
+def define_pipeline(
+    *,
+    id: str,
+    steps: Sequence[Step],
+    targets: Sequence[Step] | None = None,
+    finalize: object = None,
+    result_schema: object = None,
+    name: str | None = None,
+    description: str | None = None,
+    implementation_version: str | None = None,
+) -> Pipeline:
+    """Compile a pipeline, checking the whole graph at once.
+
+    Args:
+        id: the pipeline's stable id.
+        steps: every step, in definition order.
+        targets: declared public goals (default: the last step in execution order;
+            `[]` declares none).
+        finalize: `finalize(outputs, context)`, a step (return its output, which must be
+            published), a `require_outputs(...)` wrapper, or `None` (the last step's output).
+        result_schema: validates the final result.
+        name: display name.
+        description: what the pipeline does.
+        implementation_version: the author's version of handlers, schemas and prompts;
+            changes only `definitionId`.
+
+    Raises:
+        PipelineDefinitionError: listing every definition problem with its code.
+        TypeError: for arguments of the wrong type.
+    """
+    if not isinstance(id, str):
+        raise TypeError(f"Pipeline id must be a string, got {id!r}")
+    return Pipeline(
+        id=id,
+        steps=_step_list(steps, "steps", id),
+        targets=None if targets is None else _step_list(targets, "targets", id),
+        finalize=finalize,
+        result_schema=None
+        if result_schema is None
+        else as_schema(result_schema, label=f"Pipeline {id} result"),
+        name=_optional_text(name, "name"),
+        description=_optional_text(description, "description"),
+        implementation_version=_optional_text(implementation_version, "implementation_version"),
+    )
+
+
+class Pipeline:
+    """A compiled, immutable pipeline: plan it, run it, draw it."""
+
+    __slots__ = (
+        "_finalize",
+        "_order",
+        "_plans",
+        "_snapshot_fits",
+        "_steps",
+        "definition",
+        "description",
+        "id",
+        "implementation_version",
+        "name",
+        "options_schema",
+        "result_schema",
+        "step_ids",
+        "target_ids",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        steps: tuple[Step, ...],
+        targets: tuple[Step, ...] | None,
+        finalize: object,
+        result_schema: Schema | None,
+        name: str | None,
+        description: str | None,
+        implementation_version: str | None,
+    ) -> None:
+        from tubeless.errors import PipelineDefinitionError
+
+        errors = pipeline_field_errors(id, name, description, implementation_version)
+        errors += step_errors(id, steps)
+        order = execution_order(steps) if not errors else None
+        required = finalize.steps if isinstance(finalize, RequiredOutputs) else None
+        if isinstance(finalize, Step):
+            required = (finalize,)
+        if not errors and order is None:
+            errors.append(cycle_error(id))
+        declared = targets if targets is not None else (order[-1:] if order else steps[-1:])
+        errors += target_errors(id, steps, declared, required, order is not None)
+        if errors:
+            raise PipelineDefinitionError(id, errors)
+        assert order is not None
+        self.id = id
+        self.name = name
+        self.description = description
+        self.implementation_version = implementation_version
+        self.options_schema = next((s.options_schema for s in steps if s.options_schema), None)
+        self.result_schema = result_schema
+        self.step_ids: tuple[str, ...] = tuple(step.id for step in steps)
+        self.target_ids: tuple[str, ...] = tuple(step.id for step in declared)
+        self._steps = steps
+        self._order = tuple(order)
+        self._finalize, required_steps = _compile_finalizer(finalize, order, id)
+        self._plans: dict[RunControls, PipelinePlan] = {}
+        required_ids = None if required_steps is None else [s.id for s in required_steps]
+        self.definition: DefinitionSnapshot = build_snapshot(
+            order,
+            self.target_ids,
+            required_ids,
+            (self.options_schema is not None, result_schema is not None),
+            implementation_version,
+        )
+        size = len(json.dumps(self.definition.to_dict(), ensure_ascii=False).encode("utf-8"))
+        self._snapshot_fits = size <= _SNAPSHOT_BYTE_LIMIT
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.id!r})"
+
+    def plan(self, controls: RunControls | Mapping[str, Any] | None = None) -> PipelinePlan:
+        """Plan a run without running anything (no handlers, schemas or callbacks).
+
+        Bad control values give a plan with `ok=False` and every planning error.
+        """
+        resolved = resolve_controls(controls)
+        try:
+            cached = self._plans.get(resolved)
+        except TypeError:
+            return build_plan(self.id, self._order, self.target_ids, resolved)
+        if cached is None:
+            cached = build_plan(self.id, self._order, self.target_ids, resolved)
+            if len(self._plans) < _PLAN_CACHE_LIMIT:
+                self._plans[resolved] = cached
+        return cached
+
+    def run(
+        self,
+        options: Any = None,
+        controls: RunControls | Mapping[str, Any] | None = None,
+        context: RunContext | Mapping[str, Any] | None = None,
+    ) -> PipelineRun:
+        """Run the pipeline and return its report; never raises for run failures.
+
+        Args:
+            options: domain options, validated by the options schema (`None` means `{}`).
+            controls: `RunControls` or a dict (`dry_run`, `step_ids`, `targets`,
+                `continue_on_error`, `max_concurrency`).
+            context: `RunContext` or a dict (`signal`, `tracing`, `hooks`, `log`, ...).
+
+        Raises:
+            TypeError: for malformed controls or context (unknown keys, wrong types).
+        """
+        from tubeless.pipeline._execute import execute_run
+
+        return execute_run(
+            self,
+            {} if options is None else options,
+            resolve_controls(controls),
+            context=resolve_context(context),
+        )
+
+    def run_or_raise(
+        self,
+        options: Any = None,
+        controls: RunControls | Mapping[str, Any] | None = None,
+        context: RunContext | Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Run the pipeline and return its value.
+
+        Raises:
+            PipelineExecutionError: when the run did not complete; `.result` is the run and
+                `__cause__` the exception behind its first error.
+        """
+        result = self.run(options, controls, context)
+        if result.status != "completed":
+            raise PipelineExecutionError(result) from result.first_exception()
+        return result.value
+
+    def to_mermaid(self, direction: str = "TD", include_descriptions: bool = False) -> str:
+        """Return the static graph as a Mermaid flowchart (one trailing newline)."""
+        return render_mermaid(
+            self._steps, direction=direction, include_descriptions=include_descriptions
+        )
+
+    # -- used by the executor -----------------------------------------------------------
+
+    def steps_in_order(self, plan: PipelinePlan) -> tuple[Step, ...]:
+        """The compiled steps in the plan's (execution) order."""
+        return self._order
+
+    def finalize_outputs(self, outputs: dict[str, Any], context: ExecutionContext) -> Any:
+        """Run the compiled finalizer."""
+        return self._finalize(outputs, context)
+
+    def trace_snapshot(self) -> dict[str, Any] | None:
+        """A fresh wire copy of the definition snapshot, or `None` when it is too large."""
+        return self.definition.to_dict() if self._snapshot_fits else None

@@ -1,0 +1,306 @@
+"""One run of a pipeline: plan, options, steps, finalization, and the run report."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tubeless.errors import PipelineError
+from tubeless.pipeline._classify import finalization_error, to_pipeline_error
+from tubeless.pipeline._context import (
+    ExecutionContext,
+    RunScope,
+    default_logger,
+    default_now,
+    default_sleep,
+    raise_if_cancelled,
+)
+from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
+from tubeless.pipeline._observe import Hook, RunObserver, TraceChannel, normalize_hooks
+from tubeless.pipeline._plan import PipelinePlan
+from tubeless.pipeline._report import RUN_MODEL_VERSION, PipelineRun, run_status
+from tubeless.pipeline._schedule import StepScheduler, trace_error
+from tubeless.pipeline._steps import FINALIZE_STEP_ID
+from tubeless.schema import validate_boundary
+
+if TYPE_CHECKING:
+    from tubeless.pipeline._define import Pipeline
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChildLink:
+    """How a child run hangs off its parent (internal; never given by users)."""
+
+    parent_run_id: str
+    correlation_id: str | None
+    signal: threading.Event
+    log: PipelineLogger
+    now: Callable[[], int]
+    sleep: Callable[[float, threading.Event], None]
+    cwd: str
+    channel: TraceChannel | None
+    hooks: tuple[dict[str, Hook], ...] = ()
+    item_key: str | None = None
+    iteration: dict[str, Any] | None = None
+
+
+def _scope_for_root(
+    pipeline_id: str, context: RunContext, dry_run: bool
+) -> tuple[RunScope, tuple[dict[str, Hook], ...]]:
+    log = context.log or default_logger()
+    hooks = normalize_hooks(context.hooks)
+    channel = TraceChannel(context.tracing, log) if context.tracing or hooks else None
+    return RunScope(
+        pipeline_id=pipeline_id,
+        run_id=context.run_id or f"{pipeline_id}:{uuid.uuid4()}",
+        parent_run_id=context.parent_run_id,
+        correlation_id=context.correlation_id,
+        item_key=None,
+        iteration=None,
+        signal=context.signal if context.signal is not None else threading.Event(),
+        log=log,
+        now=context.now or default_now,
+        sleep=context.sleep or default_sleep,
+        cwd=context.cwd or os.getcwd(),
+        dry_run=dry_run,
+        channel=channel,
+    ), hooks
+
+
+def _scope_for_child(pipeline_id: str, link: ChildLink, dry_run: bool) -> RunScope:
+    return RunScope(
+        pipeline_id=pipeline_id,
+        run_id=f"{pipeline_id}:{uuid.uuid4()}",
+        parent_run_id=link.parent_run_id,
+        correlation_id=link.correlation_id,
+        item_key=link.item_key,
+        iteration=link.iteration,
+        signal=link.signal,
+        log=link.log,
+        now=link.now,
+        sleep=link.sleep,
+        cwd=link.cwd,
+        dry_run=dry_run,
+        channel=link.channel,
+    )
+
+
+def _observer(scope: RunScope, hooks: Sequence[dict[str, Hook]]) -> RunObserver | None:
+    channel = scope.channel
+    if channel is None or not (channel.tracing or hooks):
+        return None
+    base: dict[str, Any] = {"pipelineId": scope.pipeline_id, "runId": scope.run_id}
+    for key, value in (
+        ("correlationId", scope.correlation_id),
+        ("parentRunId", scope.parent_run_id),
+        ("itemKey", scope.item_key),
+        ("iteration", scope.iteration),
+    ):
+        if value is not None:
+            base[key] = value
+    return RunObserver(channel, hooks, base, scope.now)
+
+
+def execute_run(
+    pipeline: Pipeline,
+    options: Any,
+    controls: RunControls,
+    *,
+    context: RunContext | None = None,
+    link: ChildLink | None = None,
+    plan: PipelinePlan | None = None,
+) -> PipelineRun:
+    """Run `pipeline` once: a root run (`context`) or a child run (`link`)."""
+    if link is None:
+        scope, hooks = _scope_for_root(pipeline.id, context or RunContext(), controls.dry_run)
+    else:
+        scope, hooks = _scope_for_child(pipeline.id, link, controls.dry_run), link.hooks
+    scope.observer = _observer(scope, hooks)
+    run = _Run(pipeline, scope, controls, plan or pipeline.plan(controls))
+    try:
+        return run.execute(options)
+    finally:
+        if link is None and scope.channel is not None:
+            scope.channel.flush()
+
+
+class _Run:
+    """The lifecycle of one run around its scheduler."""
+
+    def __init__(
+        self, pipeline: Pipeline, scope: RunScope, controls: RunControls, plan: PipelinePlan
+    ) -> None:
+        self._pipeline = pipeline
+        self._scope = scope
+        self._controls = controls
+        self._plan = plan
+        self._started = scope.now()
+        self._errors: list[PipelineError] = []
+        self._exceptions: list[BaseException | None] = []
+
+    def _emit(self, name: str, payload: dict[str, Any], **fields: Any) -> None:
+        observer = self._scope.observer
+        if observer is not None:
+            observer.emit(name, payload, **fields)
+
+    def _fail(self, error: PipelineError, exception: BaseException | None = None) -> None:
+        self._errors.append(error)
+        self._exceptions.append(exception)
+
+    def execute(self, options: Any) -> PipelineRun:
+        self._emit_started()
+        if not self._plan.ok:
+            for error in self._plan.errors:
+                self._fail(error)
+            return self._complete(None)
+        if not self._validate_options(options):
+            return self._complete(None)
+        for step in self._plan.steps:
+            self._emit("step.planned", _planned_payload(step), stepId=step.id)
+        scheduler = StepScheduler(
+            self._scope,
+            self._pipeline.id,
+            self._pipeline.steps_in_order(self._plan),
+            self._plan.steps,
+            max_concurrency=self._controls.max_concurrency,
+            continue_on_error=self._controls.continue_on_error,
+        )
+        scheduler.run()
+        for index in sorted(scheduler.errors):
+            self._fail(*scheduler.errors[index])
+        reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
+        return self._complete(self._finalize(scheduler.outputs), reports)
+
+    def _emit_started(self) -> None:
+        if self._scope.observer is None:
+            return
+        pipeline = self._pipeline
+        payload: dict[str, Any] = {
+            "dryRun": self._controls.dry_run,
+            "planOk": self._plan.ok,
+            "stepCount": len(self._plan.steps),
+            "targetIds": list(pipeline.target_ids[:128]),
+            "definitionIdentity": pipeline.definition.identity.to_dict(),
+        }
+        snapshot = pipeline.trace_snapshot()
+        if snapshot is not None:
+            payload["definitionSnapshot"] = snapshot
+        self._emit("pipeline.started", payload)
+
+    def _validate_options(self, options: Any) -> bool:
+        schema = self._pipeline.options_schema
+        if schema is None:
+            self._scope.options = options
+            return True
+        try:
+            self._scope.options = validate_boundary(
+                schema, options, f"Pipeline {self._pipeline.id} options"
+            )
+        except Exception as error:
+            self._fail(
+                to_pipeline_error(
+                    error,
+                    code="TUBELESS_OPTIONS_VALIDATION_FAILED",
+                    kind="validation",
+                    phase="execution",
+                    step_id=None,
+                ),
+                error,
+            )
+            return False
+        return True
+
+    def _finalize(self, outputs: dict[str, Any]) -> tuple[bool, Any]:
+        if self._errors and not self._controls.continue_on_error:
+            return False, None
+        self._emit("pipeline.finalize.started", {})
+        started = self._scope.now()
+        try:
+            raise_if_cancelled(self._scope.signal)
+            context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
+            value = self._pipeline.finalize_outputs(dict(outputs), context)
+            if self._pipeline.result_schema is not None:
+                value = validate_boundary(
+                    self._pipeline.result_schema,
+                    value,
+                    f"Pipeline {self._pipeline.id} final result",
+                )
+        except Exception as error:
+            record = finalization_error(error, self._scope.signal)
+            self._fail(record, error)
+            duration = self._scope.now() - started
+            self._emit(
+                "pipeline.finalize.failed", {}, durationMs=duration, error=trace_error(record)
+            )
+            return False, None
+        self._emit("pipeline.finalize.completed", {}, durationMs=self._scope.now() - started)
+        return True, value
+
+    def _complete(
+        self, finalized: tuple[bool, Any] | None, reports: tuple[Any, ...] = ()
+    ) -> PipelineRun:
+        done, value = finalized or (False, None)
+        scope = self._scope
+        errors = tuple(self._errors)
+        result = PipelineRun(
+            version=RUN_MODEL_VERSION,
+            pipeline_id=self._pipeline.id,
+            run_id=scope.run_id,
+            correlation_id=scope.correlation_id,
+            parent_run_id=scope.parent_run_id,
+            definition_identity=self._pipeline.definition.identity,
+            dry_run=self._controls.dry_run,
+            status=run_status(errors),
+            started_at_ms=self._started,
+            finished_at_ms=scope.now(),
+            errors=errors,
+            steps=reports,
+            finalized=done,
+            value=value if done else None,
+            exceptions=tuple(self._exceptions),
+        )
+        if scope.observer is not None:
+            fields: dict[str, Any] = {"durationMs": result.finished_at_ms - self._started}
+            if errors:
+                fields["error"] = trace_error(errors[0])
+            payload = {
+                "status": result.status,
+                "dryRun": result.dry_run,
+                "errorCount": len(errors),
+                "finalized": done,
+                "stepCount": len(self._plan.steps),
+            }
+            scope.observer.emit("pipeline.completed", payload, **fields)
+        return result
+
+
+def _planned_payload(step: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "dependencies": list(step.dependencies),
+        "optionalDependencies": list(step.optional_dependencies),
+        "skipAfterFailureOf": list(step.skip_after_failure_of),
+        "dryRun": step.dry_run,
+        "runtimeSkipPossible": step.runtime_skip_possible,
+        "selected": step.selected,
+        "selectionReasons": [reason.to_dict() for reason in step.selection_reasons],
+    }
+    if step.name is not None:
+        payload["name"] = step.name
+    if step.description is not None:
+        payload["description"] = step.description
+    nested = step.nested
+    if nested is not None:
+        ids = list(nested.pipeline.step_ids)
+        payload["nestedPipeline"] = {
+            "mode": nested.mode,
+            "pipelineId": nested.pipeline.id,
+            "stepCount": len(ids),
+            "stepIds": ids[:128],
+        }
+        if nested.max_iterations is not None:
+            payload["nestedPipeline"]["maxIterations"] = nested.max_iterations
+    return payload

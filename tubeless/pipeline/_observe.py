@@ -1,0 +1,175 @@
+"""The one event stream: trace records built for a run and handed to its sink and hooks.
+
+Nothing here runs unless something observes the run: with no sink and no hooks the
+executor holds no `RunObserver` and builds no record at all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tubeless.errors import TraceSinkError
+from tubeless.pipeline._controls import PipelineLogger, TraceSink
+from tubeless.trace._wire import TRACE_VERSION, validate_record
+
+Record = dict[str, Any]
+Hook = Callable[[Record], None]
+
+HOOK_NAMES = (
+    "on_record",
+    "on_pipeline_start",
+    "on_step_plan",
+    "on_step_start",
+    "on_step_progress",
+    "on_step_attempt",
+    "on_log",
+    "on_step_complete",
+    "on_step_skip",
+    "on_step_cancel",
+    "on_step_fail",
+    "on_step_status",
+    "on_finalize_start",
+    "on_finalize_complete",
+    "on_finalize_error",
+    "on_pipeline_complete",
+)
+_HOOK_BY_RECORD = {
+    "pipeline.started": "on_pipeline_start",
+    "step.planned": "on_step_plan",
+    "step.attempted": "on_step_attempt",
+    "pipeline.log": "on_log",
+    "step.complete": "on_step_complete",
+    "step.skipped": "on_step_skip",
+    "step.cancelled": "on_step_cancel",
+    "step.failed": "on_step_fail",
+    "pipeline.finalize.started": "on_finalize_start",
+    "pipeline.finalize.completed": "on_finalize_complete",
+    "pipeline.finalize.failed": "on_finalize_error",
+    "pipeline.completed": "on_pipeline_complete",
+}
+
+
+def normalize_hooks(hooks: object) -> tuple[dict[str, Hook], ...]:
+    """Turn a hook set, an object with `on_*` methods, or a list of them into dicts.
+
+    Raises:
+        TypeError: for an unknown hook name in a mapping or a non-callable hook.
+    """
+    if hooks is None:
+        return ()
+    if isinstance(hooks, (list, tuple)):
+        return tuple(hook_set for item in hooks for hook_set in normalize_hooks(item))
+    if isinstance(hooks, Mapping):
+        unknown = sorted(str(name) for name in hooks if name not in HOOK_NAMES)
+        if unknown:
+            raise TypeError(f"Unknown hook names: {', '.join(unknown)}")
+        found = {name: hooks[name] for name in HOOK_NAMES if hooks.get(name) is not None}
+    else:
+        found = {name: getattr(hooks, name) for name in HOOK_NAMES if hasattr(hooks, name)}
+    for name, hook in found.items():
+        if not callable(hook):
+            raise TypeError(f"Hook {name} must be callable")
+    return (found,) if found else ()
+
+
+def _hook_names(record: Record) -> tuple[str, ...]:
+    name = record["name"]
+    if name == "step.running":
+        specific = "on_step_progress" if "progress" in record["payload"] else "on_step_start"
+    else:
+        specific = _HOOK_BY_RECORD[name]
+    if name.startswith("step."):
+        return ("on_record", specific, "on_step_status")
+    return ("on_record", specific)
+
+
+class TraceChannel:
+    """What one run tree shares: the serialising lock, the sink and its health."""
+
+    __slots__ = ("_retired", "lock", "log", "sink")
+
+    def __init__(self, sink: TraceSink | None, log: PipelineLogger) -> None:
+        self.lock = threading.RLock()
+        self.sink = sink
+        self.log = log
+        self._retired = False
+
+    @property
+    def tracing(self) -> bool:
+        """Whether records still go to a healthy sink."""
+        return self.sink is not None and not self._retired
+
+    def export(self, record: Record) -> None:
+        """Hand `record` to the sink; a failure warns once and retires the sink."""
+        if self.sink is None or self._retired:
+            return
+        try:
+            self.sink.export(record)
+        except TraceSinkError as error:
+            self.log.warning(f"Trace sink failed: {error}")
+            if not error.partial:
+                self._retired = True
+        except Exception as error:
+            self.log.warning(f"Trace sink failed; later records of this run are dropped: {error}")
+            self._retired = True
+
+    def flush(self) -> None:
+        """Flush the sink at the end of the root run; a failure only warns."""
+        flush = getattr(self.sink, "flush", None)
+        if self._retired or not callable(flush):
+            return
+        try:
+            flush()
+        except Exception as error:
+            self.log.warning(f"Trace sink failed to flush: {error}")
+
+
+class RunObserver:
+    """Builds the records of one run and delivers them, serialised, to sink and hooks."""
+
+    __slots__ = ("_base", "_channel", "_failed_hooks", "_hooks", "_now")
+
+    def __init__(
+        self,
+        channel: TraceChannel,
+        hooks: Sequence[dict[str, Hook]],
+        base: Record,
+        now: Callable[[], int],
+    ) -> None:
+        self._channel = channel
+        self._hooks = tuple(hooks)
+        self._base = base
+        self._now = now
+        self._failed_hooks: set[int] = set()
+
+    def emit(self, name: str, payload: Record, **fields: Any) -> None:
+        """Build, check and deliver one record named `name`."""
+        record: Record = {"version": TRACE_VERSION, "name": name, **self._base}
+        record["timestampMs"] = self._now()
+        record.update(fields)
+        record["payload"] = payload
+        with self._channel.lock:
+            try:
+                validate_record(record)
+            except Exception as error:
+                self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
+                return
+            self._channel.export(record)
+            if self._hooks:
+                self._call_hooks(record)
+
+    def _call_hooks(self, record: Record) -> None:
+        names = _hook_names(record)
+        for index, hook_set in enumerate(self._hooks):
+            for hook_name in names:
+                hook = hook_set.get(hook_name)
+                if hook is None:
+                    continue
+                try:
+                    hook(record)
+                except Exception as error:
+                    if index not in self._failed_hooks:
+                        self._failed_hooks.add(index)
+                        self._channel.log.warning(f"Pipeline hook {hook_name} failed: {error}")

@@ -1,0 +1,424 @@
+"""Planning: which steps a run selects and how each would be disposed. Pure: no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from tubeless._frozen import thaw
+from tubeless.errors import ERROR_CODE_CLASSIFICATION, PipelineError
+from tubeless.pipeline._controls import RunControls
+from tubeless.pipeline._steps import Step
+
+if TYPE_CHECKING:
+    from tubeless.pipeline._nested import NestedPipeline
+
+SkipReason = Literal[
+    "filtered", "dry-run", "unmet-dependency", "failed-dependency", "fail-fast", "policy"
+]
+DryRunKind = Literal["run", "skip", "custom"]
+_NON_SELECTING = frozenset({"not-selected", "optional-only", "outside-target-closure"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SelectionReason:
+    """Why a step is (or is not) selected."""
+
+    kind: str
+    """`all`, `exact`, `not-selected`, `outside-target-closure`, `target`,
+    `required-dependency`, `failure-gate` or `optional-only`."""
+    target_id: str | None = None
+    """The target whose closure reached the step."""
+    dependent_id: str | None = None
+    """The step that depends on this one along that path."""
+
+    @property
+    def selects(self) -> bool:
+        """Whether this reason selects the step."""
+        return self.kind not in _NON_SELECTING
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the wire form `{kind, targetId?, dependentId?}`."""
+        out = {"kind": self.kind}
+        if self.dependent_id is not None:
+            out["dependentId"] = self.dependent_id
+        if self.target_id is not None:
+            out["targetId"] = self.target_id
+        return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PlanStep:
+    """One step of a plan, in execution order."""
+
+    id: str
+    """The step id."""
+    name: str | None
+    """Display label."""
+    description: str | None
+    """Description."""
+    dependencies: tuple[str, ...]
+    """Required dependency ids."""
+    optional_dependencies: tuple[str, ...]
+    """Optional dependency ids."""
+    skip_after_failure_of: tuple[str, ...]
+    """Failure-gate ids."""
+    dry_run: DryRunKind
+    """What a dry run does: `run` the handler, `skip`, or run a `custom` preview."""
+    runtime_skip_possible: bool
+    """Whether a policy predicate may skip the step at run time."""
+    selected: bool
+    """Whether the run selects the step."""
+    selection_reasons: tuple[SelectionReason, ...]
+    """Why it is (not) selected."""
+    skip_reason: SkipReason | None = None
+    """How it would be skipped, assuming every runnable step completes."""
+    nested: NestedPipeline | None = None
+    """The child pipeline a wrapper step runs."""
+    annotation: tuple[str, Mapping[str, Any]] | None = None
+    """Extra static data (key, data), e.g. the agent block."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the wire form (camelCase, absent fields left out)."""
+        out: dict[str, Any] = {"id": self.id}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.description is not None:
+            out["description"] = self.description
+        out.update(
+            dependencies=list(self.dependencies),
+            optionalDependencies=list(self.optional_dependencies),
+            skipAfterFailureOf=list(self.skip_after_failure_of),
+            dryRun=self.dry_run,
+            runtimeSkipPossible=self.runtime_skip_possible,
+            selected=self.selected,
+            selectionReasons=[reason.to_dict() for reason in self.selection_reasons],
+        )
+        if self.skip_reason is not None:
+            out["skipReason"] = self.skip_reason
+        if self.nested is not None:
+            out["nestedPipeline"] = self.nested.to_dict()
+        if self.annotation is not None:
+            out[self.annotation[0]] = thaw(self.annotation[1])
+        return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PipelinePlan:
+    """What a run would do: selection and dispositions, or the planning errors."""
+
+    pipeline_id: str
+    """The pipeline's id."""
+    dry_run: bool
+    """Whether the plan is for a dry run."""
+    ok: bool
+    """Whether planning succeeded."""
+    errors: tuple[PipelineError, ...]
+    """Every planning error (then `steps` is empty)."""
+    steps: tuple[PlanStep, ...]
+    """One entry per step, in execution order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the wire form `{pipelineId, dryRun, ok, errors, steps}`."""
+        return {
+            "pipelineId": self.pipeline_id,
+            "dryRun": self.dry_run,
+            "ok": self.ok,
+            "errors": [error.to_dict() for error in self.errors],
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+    def render(self, *, explain: bool = True) -> str:
+        """Return the human rendering (see `render_plan`)."""
+        from tubeless.pipeline._render import render_plan
+
+        return render_plan(self, explain=explain)
+
+
+def _planning_error(code: str, message: str) -> PipelineError:
+    phase, kind = ERROR_CODE_CLASSIFICATION[code]
+    return PipelineError(code=code, kind=kind, phase=phase, message=message)
+
+
+def _duplicates(values: Iterable[str]) -> list[str]:
+    return [value for value, count in Counter(values).items() if count > 1]
+
+
+def _valid_concurrency(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**53 - 1
+
+
+def _suggest(unknown: Sequence[str], candidates: Iterable[str]) -> str:
+    pool = sorted(candidates)
+    for value in unknown:
+        close = difflib.get_close_matches(value, pool, n=1)
+        if close:
+            return f'. Did you mean "{close[0]}"?'
+    return ""
+
+
+def _list_error(
+    code: str, pipeline_id: str, noun: str, found: Sequence[str], hint: str = ""
+) -> list[PipelineError]:
+    if not found:
+        return []
+    message = f"Pipeline {pipeline_id} requested {noun}: {', '.join(found)}{hint}"
+    return [_planning_error(code, message)]
+
+
+def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> PipelineError:
+    return _planning_error(
+        code,
+        f"Pipeline {pipeline_id} received an empty {field} list; omit {field} to run every "
+        f"step, or pass at least one {what}",
+    )
+
+
+def _step_id_errors(
+    pipeline_id: str, step_ids: Sequence[str], known: set[str]
+) -> list[PipelineError]:
+    errors = []
+    if not step_ids:
+        errors.append(
+            _empty_error(
+                "TUBELESS_PLANNING_STEP_SELECTION_EMPTY", pipeline_id, "step_ids", "step id"
+            )
+        )
+    errors += _list_error(
+        "TUBELESS_PLANNING_STEP_SELECTION_DUPLICATE",
+        pipeline_id,
+        "duplicate step ids",
+        _duplicates(step_ids),
+    )
+    unknown = [value for value in step_ids if value not in known]
+    errors += _list_error(
+        "TUBELESS_PLANNING_STEP_UNKNOWN",
+        pipeline_id,
+        "unknown step ids",
+        unknown,
+        _suggest(unknown, known),
+    )
+    return errors
+
+
+def _target_errors(
+    pipeline_id: str, targets: Sequence[str], known: set[str], declared: set[str]
+) -> list[PipelineError]:
+    errors = []
+    if not targets:
+        errors.append(
+            _empty_error(
+                "TUBELESS_PLANNING_TARGET_SELECTION_EMPTY", pipeline_id, "targets", "target step id"
+            )
+        )
+    errors += _list_error(
+        "TUBELESS_PLANNING_TARGET_SELECTION_DUPLICATE",
+        pipeline_id,
+        "duplicate targets",
+        _duplicates(targets),
+    )
+    unknown = [value for value in targets if value not in known]
+    errors += _list_error(
+        "TUBELESS_PLANNING_TARGET_UNKNOWN",
+        pipeline_id,
+        "unknown targets",
+        unknown,
+        _suggest(unknown, declared),
+    )
+    undeclared = [value for value in targets if value in known and value not in declared]
+    errors += _list_error(
+        "TUBELESS_PLANNING_TARGET_UNDECLARED", pipeline_id, "undeclared targets", undeclared
+    )
+    return errors
+
+
+def _selection_errors(
+    pipeline_id: str, controls: RunControls, known: set[str], declared: set[str]
+) -> list[PipelineError]:
+    errors = []
+    if controls.step_ids is not None and controls.targets is not None:
+        errors.append(
+            _planning_error(
+                "TUBELESS_PLANNING_SELECTION_CONFLICT",
+                f"Pipeline {pipeline_id} cannot combine exact step_ids filtering with "
+                "dependency-aware targets",
+            )
+        )
+    if controls.step_ids is not None:
+        errors += _step_id_errors(pipeline_id, controls.step_ids, known)
+    if controls.targets is not None:
+        errors += _target_errors(pipeline_id, controls.targets, known, declared)
+    return errors
+
+
+def _target_reasons(targets: Sequence[Step]) -> dict[str, list[SelectionReason]]:
+    reasons: dict[str, list[SelectionReason]] = {}
+
+    def add(step_id: str, reason: SelectionReason) -> None:
+        entry = reasons.setdefault(step_id, [])
+        if reason not in entry:
+            entry.append(reason)
+
+    def prerequisites(step: Step, target: Step) -> Iterator[Step]:
+        for dep in step.depends_on:
+            add(dep.id, SelectionReason("required-dependency", target.id, step.id))
+            yield dep
+        for dep in step.skip_after_failure_of:
+            add(dep.id, SelectionReason("failure-gate", target.id, step.id))
+            yield dep
+        for dep in step.optional_depends_on:
+            add(dep.id, SelectionReason("optional-only", target.id, step.id))
+
+    for target in targets:
+        add(target.id, SelectionReason("target", target_id=target.id))
+        # Depth-first, as the reference walks it, so a shared prerequisite lists its paths
+        # in the same order; a stack of generators instead of recursion keeps long chains
+        # clear of the recursion limit.
+        expanded = {target}
+        walks = [prerequisites(target, target)]
+        while walks:
+            dep = next(walks[-1], None)
+            if dep is None:
+                walks.pop()
+            elif dep not in expanded:
+                expanded.add(dep)
+                walks.append(prerequisites(dep, target))
+    return reasons
+
+
+def _selection(
+    order: Sequence[Step], controls: RunControls
+) -> dict[str, tuple[SelectionReason, ...]]:
+    if controls.step_ids is not None:
+        chosen = set(controls.step_ids)
+        return {
+            step.id: (SelectionReason("exact" if step.id in chosen else "not-selected"),)
+            for step in order
+        }
+    if controls.targets is None:
+        every = (SelectionReason("all"),)
+        return {step.id: every for step in order}
+    by_id = {step.id: step for step in order}
+    reasons = _target_reasons([by_id[target] for target in controls.targets])
+    out = {}
+    for step in order:
+        found = reasons.get(step.id, [])
+        selecting = tuple(reason for reason in found if reason.selects)
+        if selecting:
+            out[step.id] = selecting
+        else:
+            out[step.id] = tuple(found) or (SelectionReason("outside-target-closure"),)
+    return out
+
+
+def dry_run_kind(step: Step) -> DryRunKind:
+    """How a dry run treats `step`."""
+    if step.dry_run == "skip":
+        return "skip"
+    return "run" if step.dry_run is None else "custom"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Disposition:
+    """The outcome of the disposition ladder for one step."""
+
+    skip_reason: SkipReason | None = None
+    dependency_id: str | None = None
+
+
+RUN = Disposition()
+
+
+def dependency_met(status: str | None, reason: str | None) -> bool:
+    """A required dependency is met when completed, or skipped by its own policy."""
+    return status == "completed" or (status == "skipped" and reason == "policy")
+
+
+def decide_disposition(
+    step: Step,
+    selected: bool,
+    dry_run: bool,
+    outcome: Callable[[str], tuple[str | None, str | None]],
+) -> Disposition:
+    """Apply the ladder: filtered, failed gate, unmet dependency, dry-run skip, else run.
+
+    `outcome(step_id)` returns the `(status, skip reason)` of a prerequisite.
+    """
+    if not selected:
+        return Disposition("filtered")
+    for gate in step.skip_after_failure_of:
+        if outcome(gate.id)[0] in ("failed", "cancelled"):
+            return Disposition("failed-dependency", gate.id)
+    for dep in step.depends_on:
+        if not dependency_met(*outcome(dep.id)):
+            return Disposition("unmet-dependency", dep.id)
+    if dry_run and step.dry_run == "skip":
+        return Disposition("dry-run")
+    return RUN
+
+
+def build_plan(
+    pipeline_id: str, order: Sequence[Step], declared_targets: Sequence[str], controls: RunControls
+) -> PipelinePlan:
+    """Plan a run of the steps in `order` (execution order) under `controls`."""
+    errors: list[PipelineError] = []
+    if not _valid_concurrency(controls.max_concurrency):
+        errors.append(
+            _planning_error(
+                "TUBELESS_RUN_CONCURRENCY_INVALID",
+                f"Pipeline {pipeline_id} max_concurrency must be a positive integer, got "
+                f"{controls.max_concurrency!r}",
+            )
+        )
+    known = {step.id for step in order}
+    errors += _selection_errors(pipeline_id, controls, known, set(declared_targets))
+    if errors:
+        return PipelinePlan(
+            pipeline_id=pipeline_id,
+            dry_run=controls.dry_run,
+            ok=False,
+            errors=tuple(errors),
+            steps=(),
+        )
+    reasons = _selection(order, controls)
+    simulated: dict[str, tuple[str, str | None]] = {}
+    plan_steps = []
+    for step in order:
+        selected = any(reason.selects for reason in reasons[step.id])
+        disposition = decide_disposition(
+            step, selected, controls.dry_run, lambda i: simulated.get(i, (None, None))
+        )
+        skip = disposition.skip_reason
+        simulated[step.id] = ("skipped", skip) if skip else ("completed", None)
+        plan_steps.append(_plan_step(step, selected, reasons[step.id], skip))
+    return PipelinePlan(
+        pipeline_id=pipeline_id,
+        dry_run=controls.dry_run,
+        ok=True,
+        errors=(),
+        steps=tuple(plan_steps),
+    )
+
+
+def _plan_step(
+    step: Step, selected: bool, reasons: tuple[SelectionReason, ...], skip: SkipReason | None
+) -> PlanStep:
+    annotation = step.annotation
+    return PlanStep(
+        id=step.id,
+        name=step.name,
+        description=step.description,
+        dependencies=tuple(dep.id for dep in step.depends_on),
+        optional_dependencies=tuple(dep.id for dep in step.optional_depends_on),
+        skip_after_failure_of=tuple(dep.id for dep in step.skip_after_failure_of),
+        dry_run=dry_run_kind(step),
+        runtime_skip_possible=step.skip is not None,
+        selected=selected,
+        selection_reasons=reasons,
+        skip_reason=skip,
+        nested=step.nested,
+        annotation=None if annotation is None else (annotation.key, annotation.data),
+    )

@@ -1,0 +1,147 @@
+"""Run reports: `PipelineRun` and one `StepReport` per planned step."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from tubeless.errors import PipelineError
+
+if TYPE_CHECKING:
+    from tubeless.pipeline._identity import DefinitionIdentity
+
+RUN_MODEL_VERSION = 2
+RunStatus = Literal["completed", "failed", "cancelled"]
+StepStatus = Literal["completed", "failed", "cancelled", "skipped"]
+
+
+def run_status(errors: Sequence[PipelineError]) -> RunStatus:
+    """Derive a status from errors: none -> completed, only cancellations -> cancelled."""
+    if not errors:
+        return "completed"
+    if all(error.kind == "cancellation" for error in errors):
+        return "cancelled"
+    return "failed"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StepReport:
+    """The terminal report of one planned step."""
+
+    id: str
+    """The step id."""
+    status: StepStatus
+    """`completed`, `failed`, `cancelled` or `skipped`."""
+    finished_at_ms: int
+    """When the step settled (epoch ms)."""
+    name: str | None = None
+    """Display label."""
+    description: str | None = None
+    """Description."""
+    attempt_id: str | None = None
+    """`<run id>:attempt:<base36>` when an attempt began."""
+    started_at_ms: int | None = None
+    """When the attempt began."""
+    error: PipelineError | None = None
+    """Why it failed or was cancelled."""
+    reason: str | None = None
+    """Why it was skipped: `filtered`, `dry-run`, `policy`, ..."""
+    message: str | None = None
+    """Skip message (policy reason or fail-fast explanation)."""
+    dependency_id: str | None = None
+    """The prerequisite behind a dependency skip."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the wire form (absent fields left out)."""
+        out: dict[str, Any] = {"id": self.id, "status": self.status}
+        for key, value in (
+            ("name", self.name),
+            ("description", self.description),
+            ("attemptId", self.attempt_id),
+            ("startedAtMs", self.started_at_ms),
+        ):
+            if value is not None:
+                out[key] = value
+        out["finishedAtMs"] = self.finished_at_ms
+        if self.error is not None:
+            out["error"] = self.error.to_dict()
+        for key, value in (
+            ("reason", self.reason),
+            ("message", self.message),
+            ("dependencyId", self.dependency_id),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineRun:
+    """What a run did: status, errors, one report per planned step and the value.
+
+    Logs, progress, step outputs and options are deliberately not kept here.
+    """
+
+    version: int
+    """Run model version (2)."""
+    pipeline_id: str
+    """The pipeline's id."""
+    run_id: str
+    """This run's id."""
+    correlation_id: str | None
+    """Correlation id, inherited by child runs."""
+    parent_run_id: str | None
+    """The parent run, for child runs."""
+    definition_identity: DefinitionIdentity | None
+    """Identity of the definition that ran."""
+    dry_run: bool
+    """Whether it was a dry run."""
+    status: RunStatus
+    """`completed`, `failed` or `cancelled`, derived from `errors`."""
+    started_at_ms: int
+    """Start time (epoch ms)."""
+    finished_at_ms: int
+    """End time (epoch ms)."""
+    errors: tuple[PipelineError, ...]
+    """Run-level errors, then step errors in plan order, then finalization errors."""
+    steps: tuple[StepReport, ...]
+    """One terminal report per planned step, in plan order."""
+    finalized: bool
+    """Whether finalization produced a value (independent of status)."""
+    value: Any = None
+    """The result, when `finalized`."""
+    exceptions: tuple[BaseException | None, ...] = dataclasses.field(
+        default=(), repr=False, compare=False
+    )
+    """The exception behind each error, where there was one (parallel to `errors`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the wire form; `value` is present exactly when the run finalized."""
+        out: dict[str, Any] = {
+            "version": self.version,
+            "pipelineId": self.pipeline_id,
+            "runId": self.run_id,
+        }
+        if self.correlation_id is not None:
+            out["correlationId"] = self.correlation_id
+        if self.parent_run_id is not None:
+            out["parentRunId"] = self.parent_run_id
+        if self.definition_identity is not None:
+            out["definitionIdentity"] = self.definition_identity.to_dict()
+        out.update(
+            dryRun=self.dry_run,
+            status=self.status,
+            startedAtMs=self.started_at_ms,
+            finishedAtMs=self.finished_at_ms,
+            errors=[error.to_dict() for error in self.errors],
+            steps=[step.to_dict() for step in self.steps],
+            finalized=self.finalized,
+        )
+        if self.finalized:
+            out["value"] = self.value
+        return out
+
+    def first_exception(self) -> BaseException | None:
+        """The exception behind the first error that has one."""
+        return next((error for error in self.exceptions if error is not None), None)

@@ -1,0 +1,378 @@
+"""The DAG scheduler: runs planned steps in dependency order on a bounded thread pool.
+
+The calling thread coordinates: it decides dispositions, starts ready steps in plan order,
+and records every outcome. Workers only run a step's predicate, handler and output
+validation. With `max_concurrency == 1` steps run inline on the calling thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from tubeless.errors import PipelineError, RunCancelledError
+from tubeless.pipeline._classify import step_error, to_pipeline_error
+from tubeless.pipeline._context import ExecutionContext, RunScope, StepContext, cancellation_message
+from tubeless.pipeline._graph import step_edges
+from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
+from tubeless.pipeline._report import StepReport
+from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
+from tubeless.schema import validate_boundary
+
+_UNPUBLISHED: Any = object()
+
+
+@dataclasses.dataclass(slots=True)
+class _Attempt:
+    id: str
+    started_at_ms: int
+
+
+@dataclasses.dataclass(slots=True)
+class StepOutcome:
+    """What a worker hands back to the coordinator for one step."""
+
+    index: int
+    report: StepReport | None = None
+    output: Any = _UNPUBLISHED
+    exception: BaseException | None = None
+    cancelled_before_start: bool = False
+
+
+class StepScheduler:
+    """Runs the steps of one planned run and collects reports, outputs and errors."""
+
+    def __init__(
+        self,
+        scope: RunScope,
+        pipeline_id: str,
+        order: Sequence[Step],
+        plan_steps: Sequence[PlanStep],
+        *,
+        max_concurrency: int,
+        continue_on_error: bool,
+    ) -> None:
+        self._scope = scope
+        self._pipeline_id = pipeline_id
+        self._order = order
+        self._plan = plan_steps
+        self._index = {step.id: index for index, step in enumerate(order)}
+        self._max = max_concurrency
+        self._continue = continue_on_error
+        self.reports: dict[str, StepReport] = {}
+        self.outputs: dict[str, Any] = {}
+        self.errors: dict[int, tuple[PipelineError, BaseException | None]] = {}
+        self._stopped = False
+        self._failed_step: str | None = None
+        self._cancel_error: PipelineError | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- coordination -------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run every planned step to a terminal report; no worker outlives this call."""
+        pending = list(range(len(self._order)))
+        active: dict[concurrent.futures.Future[StepOutcome], int] = {}
+        try:
+            while True:
+                if not self._stopped:
+                    self._dispatch(pending, active)
+                if not active:
+                    break
+                done, _ = concurrent.futures.wait(
+                    active, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in sorted(done, key=active.__getitem__):
+                    del active[future]
+                    self._apply(future.result(), pending)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        self._finish_remaining(pending)
+
+    def _ready(self, step: Step) -> bool:
+        return all(dep.id in self.reports for dep in step_edges(step))
+
+    def _outcome_of(self, step_id: str) -> tuple[str | None, str | None]:
+        report = self.reports.get(step_id)
+        return (None, None) if report is None else (report.status, report.reason)
+
+    def _dispatch(
+        self, pending: list[int], active: dict[concurrent.futures.Future[StepOutcome], int]
+    ) -> None:
+        progressed = True
+        while progressed and not self._stopped:
+            progressed = False
+            for index in list(pending):
+                if len(active) >= self._max:
+                    return
+                step = self._order[index]
+                if not self._ready(step):
+                    continue
+                if self._scope.signal.is_set():
+                    self._cancel_from(index, pending)
+                    return
+                pending.remove(index)
+                progressed = True
+                disposition = decide_disposition(
+                    step, self._plan[index].selected, self._scope.dry_run, self._outcome_of
+                )
+                if disposition.skip_reason is not None:
+                    self._record_skip(index, disposition)
+                    continue
+                if self._launch(index, pending, active):
+                    return
+
+    def _launch(
+        self,
+        index: int,
+        pending: list[int],
+        active: dict[concurrent.futures.Future[StepOutcome], int],
+    ) -> bool:
+        """Start step `index`; return whether dispatch must stop."""
+        if self._max == 1:
+            self._apply(self.run_step(index), pending)
+            return self._stopped
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self._max, thread_name_prefix="tubeless-step"
+            )
+        active[self._pool.submit(self.run_step, index)] = index
+        return False
+
+    def _apply(self, outcome: StepOutcome, pending: list[int]) -> None:
+        if outcome.cancelled_before_start:
+            self._cancel_from(outcome.index, pending, include=True)
+            return
+        report = outcome.report
+        assert report is not None
+        self.reports[report.id] = report
+        if outcome.output is not _UNPUBLISHED:
+            self.outputs[report.id] = outcome.output
+        if report.error is None:
+            return
+        self.errors[outcome.index] = (report.error, outcome.exception)
+        if not self._continue and not self._stopped:
+            self._stopped = True
+            self._failed_step = report.id
+            if report.status == "cancelled":
+                self._cancel_error = report.error
+
+    # -- terminal reports of steps that never start ----------------------------------
+
+    def _record_skip(self, index: int, disposition: Disposition) -> None:
+        step = self._order[index]
+        report = StepReport(
+            id=step.id,
+            status="skipped",
+            finished_at_ms=self._scope.now(),
+            name=step.name,
+            description=step.description,
+            reason=disposition.skip_reason,
+            dependency_id=disposition.dependency_id,
+        )
+        self.reports[step.id] = report
+        self._emit_terminal(report)
+
+    def _cancel_from(self, index: int, pending: list[int], *, include: bool = False) -> None:
+        step_id = self._order[index].id
+        error = to_pipeline_error(
+            RunCancelledError(cancellation_message(self._scope.signal)),
+            code="TUBELESS_RUN_CANCELLED",
+            kind="cancellation",
+            phase="execution",
+            step_id=step_id,
+        )
+        self.errors[index] = (error, None)
+        self._cancel_error = error
+        self._stopped = True
+        if include and index not in pending:
+            pending.insert(0, index)
+
+    def _finish_remaining(self, pending: list[int]) -> None:
+        for index in sorted(pending):
+            step = self._order[index]
+            planned = self._plan[index]
+            if planned.skip_reason is not None:
+                self._record_skip(
+                    index, Disposition(planned.skip_reason, self._plan_dependency(planned))
+                )
+            elif self._cancel_error is not None:
+                self._record_cancelled(step)
+            else:
+                self._record_fail_fast(step)
+        pending.clear()
+
+    def _plan_dependency(self, planned: PlanStep) -> str | None:
+        if planned.skip_reason != "unmet-dependency":
+            return None
+        return next(
+            (dep for dep in planned.dependencies if self._plan[self._index[dep]].skip_reason),
+            None,
+        )
+
+    def _record_cancelled(self, step: Step) -> None:
+        assert self._cancel_error is not None
+        report = StepReport(
+            id=step.id,
+            status="cancelled",
+            finished_at_ms=self._scope.now(),
+            name=step.name,
+            description=step.description,
+            error=dataclasses.replace(self._cancel_error, step_id=step.id),
+        )
+        self.reports[step.id] = report
+        self._emit_terminal(report)
+
+    def _record_fail_fast(self, step: Step) -> None:
+        report = StepReport(
+            id=step.id,
+            status="skipped",
+            finished_at_ms=self._scope.now(),
+            name=step.name,
+            description=step.description,
+            reason="fail-fast",
+            message=f"Not run because fail-fast stopped after {self._failed_step} failed.",
+            dependency_id=self._failed_step,
+        )
+        self.reports[step.id] = report
+        self._emit_terminal(report)
+
+    # -- one step (runs on a worker, or inline) -----------------------------------------
+
+    def _inputs(self, step: Step) -> dict[str, Any]:
+        inputs = {dep.id: self.outputs.get(dep.id) for dep in step.depends_on}
+        for dep in step.optional_depends_on:
+            if dep.id in self.outputs:
+                inputs[dep.id] = self.outputs[dep.id]
+        return inputs
+
+    def run_step(self, index: int) -> StepOutcome:
+        """Run one step: skip predicate, handler (or preview) and output validation."""
+        step = self._order[index]
+        inputs = self._inputs(step)
+        if step.skip is not None:
+            try:
+                decision = normalize_skip_decision(
+                    step.skip(inputs, ExecutionContext(self._scope, step.id))
+                )
+            except Exception as error:
+                return self._failed(index, error, self._begin(step))
+            if self._scope.signal.is_set():
+                return StepOutcome(index, cancelled_before_start=True)
+            if decision is not None:
+                return self._publish(index, decision.value, None, decision)
+        attempt = self._begin(step)
+        context = StepContext(self._scope, step.id, attempt.id)
+        handler = step.run
+        if self._scope.dry_run and callable(step.dry_run):
+            handler = step.dry_run
+        try:
+            value = handler(inputs, context)
+        except Exception as error:
+            return self._failed(index, error, attempt)
+        finally:
+            context.close()
+        return self._publish(index, value, attempt, None)
+
+    def _begin(self, step: Step) -> _Attempt:
+        attempt = _Attempt(self._scope.next_attempt_id(), self._scope.now())
+        observer = self._scope.observer
+        if observer is not None:
+            observer.emit("step.running", {}, stepId=step.id, attemptId=attempt.id)
+        return attempt
+
+    def _publish(
+        self, index: int, value: Any, attempt: _Attempt | None, skip: SkipDecision | None
+    ) -> StepOutcome:
+        step = self._order[index]
+        if step.output_schema is not None:
+            if attempt is None:
+                attempt = self._begin(step)
+            boundary = f"Pipeline {self._pipeline_id} step {step.id} output"
+            try:
+                value = validate_boundary(step.output_schema, value, boundary)
+            except Exception as error:
+                return self._failed(index, error, attempt)
+        report = StepReport(
+            id=step.id,
+            status="completed" if skip is None else "skipped",
+            finished_at_ms=self._scope.now(),
+            name=step.name,
+            description=step.description,
+            attempt_id=None if attempt is None else attempt.id,
+            started_at_ms=None if attempt is None else attempt.started_at_ms,
+            reason=None if skip is None else "policy",
+            message=None if skip is None else skip.reason,
+        )
+        self._emit_terminal(report)
+        return StepOutcome(index, report, value)
+
+    def _failed(self, index: int, error: Exception, attempt: _Attempt) -> StepOutcome:
+        step = self._order[index]
+        record = step_error(error, self._scope.signal, step.id)
+        report = StepReport(
+            id=step.id,
+            status="cancelled" if record.kind == "cancellation" else "failed",
+            finished_at_ms=self._scope.now(),
+            name=step.name,
+            description=step.description,
+            attempt_id=attempt.id,
+            started_at_ms=attempt.started_at_ms,
+            error=record,
+        )
+        self._emit_terminal(report)
+        return StepOutcome(index, report, exception=error)
+
+    def _emit_terminal(self, report: StepReport) -> None:
+        observer = self._scope.observer
+        if observer is None:
+            return
+        name, payload, fields = terminal_record(report)
+        observer.emit(name, payload, **fields)
+
+
+_RECORD_NAMES = {
+    "completed": "step.complete",
+    "skipped": "step.skipped",
+    "failed": "step.failed",
+    "cancelled": "step.cancelled",
+}
+
+
+def terminal_record(report: StepReport) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Return `(name, payload, fields)` of the terminal trace record for `report`."""
+    payload: dict[str, Any] = {"status": report.status}
+    fields: dict[str, Any] = {"stepId": report.id}
+    if report.attempt_id is not None:
+        fields["attemptId"] = report.attempt_id
+    if report.started_at_ms is not None:
+        fields["durationMs"] = report.finished_at_ms - report.started_at_ms
+    if report.status == "skipped":
+        payload["reason"] = report.reason
+        if report.dependency_id is not None:
+            payload["dependencyId"] = report.dependency_id
+        if report.message is not None:
+            payload["message"] = report.message
+    if report.error is not None:
+        fields["error"] = trace_error(report.error)
+    return _RECORD_NAMES[report.status], payload, fields
+
+
+def trace_error(error: PipelineError) -> dict[str, Any]:
+    """The error's wire form bounded to the trace limits (128 issues, 4096-char strings)."""
+    out = error.to_dict()
+    issues = out.get("issues")
+    if issues is not None:
+        out["issues"] = [_bounded_issue(issue) for issue in issues[:128]]
+    return out
+
+
+def _bounded_issue(issue: dict[str, Any]) -> dict[str, Any]:
+    bounded = {"message": issue["message"][:4096] or "Invalid value"}
+    path = issue.get("path")
+    if path:
+        bounded["path"] = [part[:4096] if isinstance(part, str) else part for part in path[:128]]
+    return bounded
