@@ -80,11 +80,13 @@ def test_unsupported_keywords_fall_back_to_jsonschema() -> None:
 
 
 def test_references_outside_the_document_are_refused() -> None:
-    """Nothing is retrieved: a `$ref` to another document fails at compile time."""
+    """A `$ref` to another document, a dangling pointer or a bad pattern fails at compile time."""
     with pytest.raises(SchemaDefinitionError):
         compile_checker({"$ref": "https://example.com/schema.json"})
     with pytest.raises(SchemaDefinitionError):
         compile_checker({"$defs": {}}, "/$defs/missing")
+    with pytest.raises(SchemaDefinitionError, match="pattern"):
+        compile_checker({"type": "string", "pattern": "("})
 
 
 def test_first_error_names_path_and_problem() -> None:

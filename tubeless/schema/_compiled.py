@@ -48,11 +48,11 @@ _SUPPORTED = frozenset(
 
 def is_json_number(value: object) -> bool:
     """Return whether `value` is a JSON number: a non-`bool` `int` or a finite `float`."""
-    if isinstance(value, bool):
-        return False
+    if type(value) is int:
+        return True
     if isinstance(value, float):
         return math.isfinite(value)
-    return isinstance(value, int)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_json_integer(value: object) -> bool:
@@ -125,11 +125,14 @@ def compile_checker(document: Mapping[str, Any], pointer: str = "") -> SchemaChe
     fragment); nothing is retrieved.
 
     Raises:
-        SchemaDefinitionError: when `pointer` or a `$ref` points nowhere.
+        SchemaDefinitionError: when `pointer` or a `$ref` points nowhere, or a `pattern`
+            is not a regular expression.
     """
     compiler = _Compiler(document)
     try:
         is_valid = compiler.compile_pointer(pointer)
+    except re.error as error:
+        raise SchemaDefinitionError(f"Invalid pattern in schema: {error}") from error
     except _UnsupportedKeywordError:
         validator = _jsonschema_validator(document, pointer)
         return SchemaChecker(validator.is_valid, document, pointer, validator)
@@ -275,19 +278,20 @@ class _Compiler:
 
     def _object_check(self, node: Mapping[str, Any], typed: bool) -> Check:
         properties = {key: self.compile(sub) for key, sub in node.get("properties", {}).items()}
-        required = tuple(node.get("required", ()))
+        required = frozenset(node.get("required", ()))
         extra = node.get("additionalProperties", True)
+        if extra is False and "propertyNames" not in node:
+            return _closed_object_check(properties, required, typed)
         extra_check = None if extra is False else self.compile(extra)
-        names = self.compile(node["propertyNames"]) if "propertyNames" in node else None
+        names = self.compile(node.get("propertyNames", True))
 
         def check(value: Any) -> bool:
             if not isinstance(value, dict):
                 return not typed
-            for key in required:
-                if key not in value:
-                    return False
+            if not value.keys() >= required:
+                return False
             for key, item in value.items():
-                if names is not None and not names(key):
+                if not names(key):
                     return False
                 sub = properties.get(key)
                 if sub is None:
@@ -315,20 +319,24 @@ class _Compiler:
     def _string_check(node: Mapping[str, Any], typed: bool) -> Check:
         low = node.get("minLength", 0)
         high = node.get("maxLength", math.inf)
-        pattern = re.compile(node["pattern"]) if "pattern" in node else None
+        search = re.compile(node["pattern"]).search if "pattern" in node else None
+        if typed and search is None and high == math.inf:
+            return lambda value: isinstance(value, str) and len(value) >= low
 
         def check(value: Any) -> bool:
             if not isinstance(value, str):
                 return not typed
             if not low <= len(value) <= high:
                 return False
-            return pattern is None or pattern.search(value) is not None
+            return search is None or search(value) is not None
 
         return check
 
     @staticmethod
     def _number_check(node: Mapping[str, Any], typed: bool) -> Check:
         kind = _TYPES["integer"] if node.get("type") == "integer" else is_json_number
+        if typed and not any(keyword in node for keyword in _NUMBER_KEYWORDS):
+            return kind
         low = node.get("minimum", -math.inf)
         high = node.get("maximum", math.inf)
         above = node.get("exclusiveMinimum", -math.inf)
@@ -340,6 +348,26 @@ class _Compiler:
             return kind(value) and low <= value <= high and above < value < below
 
         return check
+
+
+def _closed_object_check(
+    properties: Mapping[str, Check], required: frozenset[str], typed: bool
+) -> Check:
+    """The common object: known properties only, no `propertyNames`."""
+    get = properties.get
+
+    def check(value: Any) -> bool:
+        if not isinstance(value, dict):
+            return not typed
+        if not value.keys() >= required:
+            return False
+        for key, item in value.items():
+            sub = get(key)
+            if sub is None or not sub(item):
+                return False
+        return True
+
+    return check
 
 
 _CLASSES: Mapping[str, type] = {"string": str, "boolean": bool, "array": list, "object": dict}

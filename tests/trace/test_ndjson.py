@@ -1,0 +1,232 @@
+"""Writing NDJSON traces with `NdjsonTraceSink` and reading them with `read_ndjson`."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.trace import NdjsonTraceSink, _ndjson, read_ndjson
+
+Records = dict[str, dict[str, Any]]
+MakeRecord = Callable[..., dict[str, Any]]
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_a_written_trace_reads_back_equal(tmp_path: Path, every_kind: Records) -> None:
+    """Every kind of record survives a write and a read, numbers keeping their type."""
+    records = list(every_kind.values())
+    records[0]["timestampMs"] = 1700000000000.0
+    records[1]["timestampMs"] = 1700000000000.25
+    path = tmp_path / "deep" / "dir" / "trace.ndjson"
+    with NdjsonTraceSink(path) as sink:
+        for record in records:
+            sink.export(record)
+    back = read_ndjson(path)
+    assert back == records
+    assert type(back[0]["timestampMs"]) is float
+    assert type(back[2]["timestampMs"]) is int
+
+
+def test_lines_are_compact_json_with_unicode_kept(tmp_path: Path, make_record: MakeRecord) -> None:
+    """Each record is one compact line, written as UTF-8 rather than escaped."""
+    record = make_record("pipeline.log")
+    record["payload"]["message"] = "héllo ☃"
+    path = tmp_path / "trace.ndjson"
+    with NdjsonTraceSink(str(path)) as sink:
+        sink.export(record)
+    assert path.read_text(encoding="utf-8") == _line(record) + "\n"
+    assert "☃" in path.read_text(encoding="utf-8")
+
+
+def test_a_path_is_truncated(tmp_path: Path, make_record: MakeRecord) -> None:
+    """Opening a sink on an existing file starts it afresh."""
+    path = tmp_path / "trace.ndjson"
+    path.write_text("old contents\n")
+    with NdjsonTraceSink(path) as sink:
+        sink.export(make_record("pipeline.log"))
+    assert read_ndjson(path) == [make_record("pipeline.log")]
+
+
+def test_a_stream_is_written_but_not_closed(make_record: MakeRecord) -> None:
+    """A sink on a caller's stream writes to it and leaves it open."""
+    stream = io.StringIO()
+    sink = NdjsonTraceSink(stream)
+    sink.export(make_record("pipeline.log"))
+    sink.close()
+    assert not stream.closed
+    assert stream.getvalue() == _line(make_record("pipeline.log")) + "\n"
+
+
+def test_records_reach_the_file_before_flush(tmp_path: Path, make_record: MakeRecord) -> None:
+    """A reader sees each record as soon as `export` returns."""
+    path = tmp_path / "trace.ndjson"
+    sink = NdjsonTraceSink(path)
+    sink.export(make_record("pipeline.log"))
+    assert read_ndjson(path) == [make_record("pipeline.log")]
+    sink.close()
+
+
+def test_an_invalid_record_is_refused_and_the_sink_stays_usable(
+    make_record: MakeRecord,
+) -> None:
+    """A bad record raises `TraceRecordError`, writes nothing and harms nothing."""
+    stream = io.StringIO()
+    sink = NdjsonTraceSink(stream)
+    with pytest.raises(TraceRecordError):
+        sink.export(make_record("pipeline.log", runId=""))
+    sink.export(make_record("pipeline.log"))
+    assert stream.getvalue().count("\n") == 1
+
+
+class _BrokenStream(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError("disk full")
+
+
+def test_a_write_error_is_kept_and_raised_again(make_record: MakeRecord) -> None:
+    """After a failed write, every later export and the close raise `TraceSinkError`."""
+    sink = NdjsonTraceSink(_BrokenStream())
+    with pytest.raises(TraceSinkError, match="disk full"):
+        sink.export(make_record("pipeline.log"))
+    with pytest.raises(TraceSinkError, match="failed earlier: disk full"):
+        sink.export(make_record("pipeline.log"))
+    with pytest.raises(TraceSinkError, match="disk full"):
+        sink.close()
+    sink.close()
+
+
+def test_export_after_close_is_refused(tmp_path: Path, make_record: MakeRecord) -> None:
+    """A closed sink raises `TraceSinkError`; closing twice is harmless."""
+    sink = NdjsonTraceSink(tmp_path / "trace.ndjson")
+    sink.close()
+    sink.close()
+    with pytest.raises(TraceSinkError, match="closed"):
+        sink.export(make_record("pipeline.log"))
+
+
+def test_threads_never_interleave_lines(tmp_path: Path, make_record: MakeRecord) -> None:
+    """Records exported from many threads at once each land on a whole line."""
+    path = tmp_path / "trace.ndjson"
+    barrier = threading.Barrier(8)
+
+    def write(worker: int) -> None:
+        barrier.wait()
+        for index in range(200):
+            record = make_record("pipeline.log")
+            record["payload"]["message"] = f"{worker}-{index}-" + "x" * 500
+            sink.export(record)
+
+    with NdjsonTraceSink(path) as sink:
+        threads = [threading.Thread(target=write, args=(worker,)) for worker in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    messages = [record["payload"]["message"] for record in read_ndjson(path)]
+    assert len(messages) == 1600
+    for worker in range(8):
+        mine = [m.split("-")[1] for m in messages if m.startswith(f"{worker}-")]
+        assert mine == [str(index) for index in range(200)]
+
+
+def test_blank_lines_and_crlf_are_tolerated(tmp_path: Path, make_record: MakeRecord) -> None:
+    """Blank lines (spaces and tabs) are skipped and `\\r\\n` endings are accepted."""
+    record = make_record("pipeline.log")
+    path = tmp_path / "trace.ndjson"
+    path.write_bytes(
+        b"\n  \t\n" + _line(record).encode() + b"\r\n\r\n" + _line(record).encode() + b"\r\n"
+    )
+    assert read_ndjson(path) == [record, record]
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "problem"),
+    [
+        (b"\xff\xfe not utf-8", "is not valid UTF-8"),
+        (b'{"version": 3,', "is not valid JSON"),
+        (b'{"a": NaN}', "is not valid JSON"),
+        (b"[1, 2]", "is not a valid trace record"),
+        (b'{"version":3,"name":"pipeline.log"}', "is not a valid trace record"),
+    ],
+)
+def test_a_bad_line_is_reported_by_number(
+    tmp_path: Path, make_record: MakeRecord, bad_line: bytes, problem: str
+) -> None:
+    """The error names the 1-based line number of the first bad line, blanks counted."""
+    good = _line(make_record("pipeline.log")).encode()
+    path = tmp_path / "trace.ndjson"
+    path.write_bytes(good + b"\n\n" + bad_line + b"\n" + good + b"\n")
+    with pytest.raises(TraceStoreError) as caught:
+        read_ndjson(path)
+    assert f"line 3 {problem}" in str(caught.value)
+
+
+def test_the_record_problem_is_in_the_message(tmp_path: Path, make_record: MakeRecord) -> None:
+    """A schema failure names the record kind and the JSON path."""
+    path = tmp_path / "trace.ndjson"
+    path.write_text(_line(make_record("step.complete", stepId="")) + "\n")
+    with pytest.raises(TraceStoreError, match=r"line 1 .*step\.complete.*\$\.stepId"):
+        read_ndjson(path)
+
+
+def test_a_missing_file_is_a_store_error(tmp_path: Path) -> None:
+    """Reading a file that does not exist raises `TraceStoreError`."""
+    with pytest.raises(TraceStoreError, match="not found"):
+        read_ndjson(tmp_path / "missing.ndjson")
+
+
+def test_a_directory_is_not_a_trace(tmp_path: Path) -> None:
+    """Only regular files are read."""
+    with pytest.raises(TraceStoreError, match="not a regular file"):
+        read_ndjson(tmp_path)
+
+
+def test_a_line_over_one_mebibyte_is_refused(tmp_path: Path, make_record: MakeRecord) -> None:
+    """A line of exactly 1 MiB is read; one byte more is refused by line number."""
+    record = make_record("pipeline.log")
+    record["payload"]["message"] = ""
+    padding = 1024 * 1024 - len(_line(record).encode())
+    record["payload"]["message"] = "m" * padding
+    path = tmp_path / "trace.ndjson"
+    path.write_text(_line(record) + "\r\n")
+    assert read_ndjson(path) == [record]
+    record["payload"]["message"] += "m"
+    path.write_text("\n" + _line(record) + "\n")
+    with pytest.raises(TraceStoreError, match="line 2 exceeds the 1048576-byte line limit"):
+        read_ndjson(path)
+
+
+def test_the_file_size_is_limited(
+    tmp_path: Path, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file larger than the file limit is refused before any line is parsed."""
+    path = tmp_path / "trace.ndjson"
+    path.write_text((_line(make_record("pipeline.log")) + "\n") * 3)
+    monkeypatch.setattr(_ndjson, "NDJSON_FILE_BYTE_LIMIT", path.stat().st_size)
+    assert len(read_ndjson(path)) == 3
+    monkeypatch.setattr(_ndjson, "NDJSON_FILE_BYTE_LIMIT", path.stat().st_size - 1)
+    with pytest.raises(TraceStoreError, match="byte NDJSON trace limit"):
+        read_ndjson(path)
+
+
+def test_the_record_count_is_limited(
+    tmp_path: Path, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file with more records than the limit is refused at the first record too many."""
+    path = tmp_path / "trace.ndjson"
+    path.write_text((_line(make_record("pipeline.log")) + "\n\n") * 3)
+    monkeypatch.setattr(_ndjson, "NDJSON_RECORD_LIMIT", 3)
+    assert len(read_ndjson(path)) == 3
+    monkeypatch.setattr(_ndjson, "NDJSON_RECORD_LIMIT", 2)
+    with pytest.raises(TraceStoreError, match="line 5: more than 2 records"):
+        read_ndjson(path)

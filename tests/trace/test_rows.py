@@ -1,0 +1,34 @@
+"""The SQLite row layout: which fields need the extra column."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from tubeless.trace._rows import COLUMNS, record_row, row_record
+
+MakeRecord = Callable[..., dict[str, Any]]
+_EXTRA = COLUMNS.split(", ").index("extra_json")
+
+
+def test_typical_records_need_no_extra_column(make_record: MakeRecord) -> None:
+    """Int timestamps, float durations and no iteration fit the reference's columns."""
+    record = make_record("step.complete", durationMs=12.5)
+    assert record_row(record)[_EXTRA] is None
+
+
+def test_the_extra_column_holds_only_what_the_columns_lose(make_record: MakeRecord) -> None:
+    """`iteration`, an integral float timestamp and an int duration go to `extra_json`."""
+    record = make_record("step.running", timestampMs=5.0)
+    extra = json.loads(record_row(record)[_EXTRA])
+    assert extra == {"iteration": record["iteration"], "timestampMs": 5.0}
+    record = make_record("step.complete", durationMs=12)
+    assert json.loads(record_row(record)[_EXTRA]) == {"durationMs": 12}
+
+
+def test_a_row_rebuilds_its_record(make_record: MakeRecord) -> None:
+    """Reading a row's columns back gives the record, absent fields left out."""
+    record = make_record("step.failed")
+    row = (7, *record_row(record))
+    assert row_record(row) == record

@@ -1,0 +1,409 @@
+"""The SQLite trace store: exact round trips, batching, read-only mode, concurrency."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.trace import SqliteTraceStore, _sqlite
+
+Records = dict[str, dict[str, Any]]
+MakeRecord = Callable[..., dict[str, Any]]
+
+REFERENCE_COLUMNS = [
+    "id",
+    "version",
+    "run_id",
+    "correlation_id",
+    "parent_run_id",
+    "pipeline_id",
+    "step_id",
+    "attempt_id",
+    "item_key",
+    "event_name",
+    "timestamp_ms",
+    "duration_ms",
+    "payload_json",
+    "error_json",
+]
+
+
+def _count(path: Path) -> int:
+    with sqlite3.connect(path) as connection:
+        return int(connection.execute("SELECT count(*) FROM pipeline_run_events").fetchone()[0])
+
+
+def _log(run_id: str, message: str) -> dict[str, Any]:
+    return {
+        "version": 3,
+        "name": "pipeline.log",
+        "pipelineId": "p",
+        "runId": run_id,
+        "timestampMs": 1,
+        "payload": {"level": "log", "message": message},
+    }
+
+
+def test_records_read_back_exactly(tmp_path: Path, every_kind: Records) -> None:
+    """Every kind reads back equal, `iteration` and absent-versus-empty fields included."""
+    records = list(every_kind.values())
+    records[3]["itemKey"] = ""
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        for record in records:
+            store.export(record)
+        assert store.events() == records
+    with SqliteTraceStore(tmp_path / "runs.sqlite", read_only=True) as reader:
+        back = reader.events()
+    assert back == records
+    assert back[2]["iteration"] == records[2]["iteration"]
+    assert "correlationId" not in back[1] and back[3]["itemKey"] == ""
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"timestampMs": 1700000000000.0},
+        {"timestampMs": 1700000000000.5},
+        {"timestampMs": 2**70},
+        {"timestampMs": -3},
+        {"durationMs": 12},
+        {"durationMs": 12.0},
+        {"durationMs": 0.1},
+        {"durationMs": 2**1100},
+        {"version": 3.0},
+    ],
+)
+def test_numbers_keep_their_json_type(
+    tmp_path: Path, make_record: MakeRecord, fields: dict[str, Any]
+) -> None:
+    """Ints stay ints and floats stay floats, whatever the column's affinity."""
+    record = make_record("step.complete", **fields)
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        store.export(record)
+        (back,) = store.events()
+    assert back == record
+    for key, value in fields.items():
+        assert type(back[key]) is type(value)
+
+
+def test_the_table_is_the_reference_table_plus_one_column(tmp_path: Path) -> None:
+    """The schema is `pipeline_run_events` with its indexes and triggers, plus `extra_json`."""
+    path = tmp_path / "runs.sqlite"
+    SqliteTraceStore(path).close()
+    with sqlite3.connect(path) as connection:
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(pipeline_run_events)")]
+        indexes = {row[1] for row in connection.execute("PRAGMA index_list(pipeline_run_events)")}
+        triggers = {
+            row[0]
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        }
+        assert columns == [*REFERENCE_COLUMNS, "extra_json"]
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert {
+        "pipeline_run_events_run_id_idx",
+        "pipeline_run_events_pipeline_id_idx",
+        "pipeline_run_events_timestamp_idx",
+    } <= indexes
+    assert triggers == {"pipeline_run_events_no_update", "pipeline_run_events_no_delete"}
+
+
+def test_rows_cannot_be_updated_or_deleted(tmp_path: Path, make_record: MakeRecord) -> None:
+    """The table is append-only: UPDATE and DELETE abort."""
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as store:
+        store.export(make_record("pipeline.log"))
+    with sqlite3.connect(path) as connection:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("UPDATE pipeline_run_events SET run_id = 'x'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("DELETE FROM pipeline_run_events")
+    assert _count(path) == 1
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_another_schema_version_is_refused(tmp_path: Path, read_only: bool) -> None:
+    """A file whose `user_version` is not 3 (nor 0 for a writer) is refused."""
+    path = tmp_path / "runs.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA user_version = 7")
+    with pytest.raises(TraceStoreError, match="version 7"):
+        SqliteTraceStore(path, read_only=read_only)
+
+
+def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
+    """Opening a non-database file raises `TraceStoreError`."""
+    path = tmp_path / "runs.sqlite"
+    path.write_bytes(b"this is not a database, just some text of a decent length" * 20)
+    with pytest.raises(TraceStoreError):
+        SqliteTraceStore(path)
+
+
+def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
+    """Other connections see nothing until 64 records are buffered or `flush` is called."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    for index in range(63):
+        store.export(_log("run", str(index)))
+    assert _count(path) == 0
+    store.export(_log("run", "63"))
+    assert _count(path) == 64
+    store.export(_log("run", "64"))
+    assert _count(path) == 64
+    store.flush()
+    assert _count(path) == 65
+    store.export(_log("run", "65"))
+    store.close()
+    assert _count(path) == 66
+
+
+def test_reads_commit_the_buffer_first(tmp_path: Path) -> None:
+    """`events` returns records still in the buffer."""
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        store.export(_log("run", "only"))
+        assert [record["payload"]["message"] for record in store.events()] == ["only"]
+
+
+def test_events_filter_and_page_through_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filters by run and pipeline work across pages; `event_rows` ids increase."""
+    monkeypatch.setattr(_sqlite, "_PAGE_SIZE", 3)
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        for index in range(10):
+            record = _log(f"run-{index % 2}", str(index))
+            record["pipelineId"] = "even" if index % 2 == 0 else "odd"
+            store.export(record)
+        assert len(store.events()) == 10
+        messages = [record["payload"]["message"] for record in store.events(run_id="run-1")]
+        assert messages == ["1", "3", "5", "7", "9"]
+        assert len(store.events(pipeline_id="even")) == 5
+        assert store.events(run_id="run-1", pipeline_id="even") == []
+        ids = [row_id for row_id, _ in store.event_rows()]
+        assert ids == sorted(ids) and len(set(ids)) == 10
+
+
+def test_an_invalid_record_is_refused(tmp_path: Path, make_record: MakeRecord) -> None:
+    """A bad record raises `TraceRecordError` and the store keeps working."""
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        with pytest.raises(TraceRecordError):
+            store.export(make_record("pipeline.log", timestampMs="now"))
+        store.export(make_record("pipeline.log"))
+        assert len(store.events()) == 1
+
+
+def test_a_write_error_is_raised_again_by_later_calls(tmp_path: Path) -> None:
+    """After a failed commit, export, flush, events and close raise `TraceSinkError` again."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP TABLE pipeline_run_events")
+    store.export(_log("run", "lost"))
+    with pytest.raises(TraceSinkError, match="no such table"):
+        store.flush()
+    with pytest.raises(TraceSinkError, match="failed earlier"):
+        store.export(_log("run", "later"))
+    with pytest.raises(TraceSinkError, match="failed earlier"):
+        store.events()
+    with pytest.raises(TraceSinkError, match="lost records"):
+        store.close()
+    store.close()
+
+
+def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
+    """After `close`, export raises `TraceSinkError` and reads raise `TraceStoreError`."""
+    store = SqliteTraceStore(tmp_path / "runs.sqlite")
+    store.close()
+    with pytest.raises(TraceSinkError, match="closed"):
+        store.export(_log("run", "late"))
+    with pytest.raises(TraceStoreError, match="closed"):
+        store.events()
+
+
+def test_a_corrupt_row_is_reported_by_id(tmp_path: Path) -> None:
+    """A row another program wrote that is not a valid record fails the read, naming the row."""
+    path = tmp_path / "runs.sqlite"
+    SqliteTraceStore(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO pipeline_run_events (version, run_id, pipeline_id, event_name, "
+            "timestamp_ms, payload_json) VALUES (3, 'r', 'p', 'pipeline.log', 1, '{}')"
+        )
+    with (
+        SqliteTraceStore(path, read_only=True) as reader,
+        pytest.raises(TraceStoreError, match=r"row 1 .*\$\.payload"),
+    ):
+        reader.events()
+
+
+def test_read_only_never_creates_a_file(tmp_path: Path) -> None:
+    """Opening a missing store read-only raises and leaves no file behind."""
+    path = tmp_path / "missing" / "runs.sqlite"
+    with pytest.raises(TraceStoreError, match="not found"):
+        SqliteTraceStore(path, read_only=True)
+    assert not path.parent.exists()
+
+
+def test_read_only_refuses_an_uninitialised_file(tmp_path: Path) -> None:
+    """A SQLite file that is not a trace store is not initialised by a reader."""
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE notes (text TEXT)")
+    with pytest.raises(TraceStoreError, match="not a trace store"):
+        SqliteTraceStore(path, read_only=True)
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
+def test_read_only_refuses_to_write(tmp_path: Path) -> None:
+    """`export` on a read-only store raises `TraceSinkError` and stores nothing."""
+    path = tmp_path / "runs.sqlite"
+    SqliteTraceStore(path).close()
+    with (
+        SqliteTraceStore(path, read_only=True) as reader,
+        pytest.raises(TraceSinkError, match="read-only"),
+    ):
+        reader.export(_log("run", "nope"))
+    assert _count(path) == 0
+
+
+def test_read_only_sees_what_a_live_writer_committed(tmp_path: Path) -> None:
+    """A reader opened while a writer is open sees committed records still in the WAL."""
+    path = tmp_path / "runs.sqlite"
+    writer = SqliteTraceStore(path)
+    writer.export(_log("run", "first"))
+    writer.flush()
+    with SqliteTraceStore(path, read_only=True) as reader:
+        assert len(reader.events()) == 1
+        writer.export(_log("run", "second"))
+        writer.flush()
+        assert len(reader.events()) == 2
+    writer.close()
+
+
+def _reference_store(path: Path) -> None:
+    """Create a store as the reference implementation does: no `extra_json` column."""
+    columns = ", ".join(
+        f"{name} {kind}"
+        for name, kind in zip(
+            REFERENCE_COLUMNS,
+            ["INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER NOT NULL", "TEXT NOT NULL"]
+            + ["TEXT"] * 2
+            + ["TEXT NOT NULL"]
+            + ["TEXT"] * 3
+            + ["TEXT NOT NULL", "INTEGER NOT NULL", "REAL", "TEXT NOT NULL", "TEXT"],
+            strict=True,
+        )
+    )
+    with sqlite3.connect(path) as connection:
+        connection.execute(f"CREATE TABLE pipeline_run_events ({columns})")
+        connection.execute(
+            "INSERT INTO pipeline_run_events (version, run_id, pipeline_id, event_name, "
+            "timestamp_ms, payload_json) VALUES (3, 'r', 'p', 'pipeline.log', 1, "
+            '\'{"level":"log","message":"from the reference"}\')'
+        )
+        connection.execute("PRAGMA user_version = 3")
+
+
+def test_a_reference_store_is_read_and_extended(tmp_path: Path) -> None:
+    """A store without `extra_json` is read as is, and gains the column when written."""
+    path = tmp_path / "runs.sqlite"
+    _reference_store(path)
+    with SqliteTraceStore(path, read_only=True) as reader:
+        assert reader.events() == [_log("r", "from the reference") | {"pipelineId": "p"}]
+    with SqliteTraceStore(path) as store:
+        store.export(_log("mine", "appended"))
+        assert [record["runId"] for record in store.events()] == ["r", "mine"]
+
+
+def test_threads_share_one_store(tmp_path: Path) -> None:
+    """Records exported from many threads at once are all stored, each thread's in order."""
+    barrier = threading.Barrier(6)
+
+    def write(worker: int) -> None:
+        barrier.wait()
+        for index in range(300):
+            store.export(_log(f"run-{worker}", str(index)))
+
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        threads = [threading.Thread(target=write, args=(worker,)) for worker in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for worker in range(6):
+            messages = [r["payload"]["message"] for r in store.events(run_id=f"run-{worker}")]
+            assert messages == [str(index) for index in range(300)]
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from tubeless.trace import SqliteTraceStore
+
+    path, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    print("ready", flush=True)
+    sys.stdin.readline()
+    store = SqliteTraceStore(path)
+    for index in range(count):
+        store.export({
+            "version": 3, "name": "pipeline.log", "pipelineId": "p",
+            "runId": "run-" + worker, "timestampMs": index,
+            "payload": {"level": "log", "message": str(index)},
+        })
+    store.close()
+    """
+)
+
+
+@pytest.mark.slow
+def test_several_processes_append_to_one_new_store(tmp_path: Path) -> None:
+    """Processes that create and fill one store at the same moment lose no record."""
+    path = tmp_path / "new" / "runs.sqlite"
+    workers, count = 4, 700
+    with contextlib.ExitStack() as stack:
+        processes = [
+            stack.enter_context(
+                subprocess.Popen(
+                    [sys.executable, "-c", _WRITER, str(path), str(worker), str(count)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
+            for worker in range(workers)
+        ]
+        for process in processes:
+            assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        for process in processes:  # release them together
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        for process in processes:
+            process.communicate(timeout=120)
+            assert process.returncode == 0
+    with SqliteTraceStore(path, read_only=True) as reader:
+        rows = reader.event_rows()
+        assert len(rows) == workers * count
+        for worker in range(workers):
+            records = reader.events(run_id=f"run-{worker}")
+            assert [r["payload"]["message"] for r in records] == [str(i) for i in range(count)]
+    assert [row_id for row_id, _ in rows] == sorted({row_id for row_id, _ in rows})
+
+
+def test_an_unusable_path_is_a_store_error(tmp_path: Path) -> None:
+    """A path whose parent is a file cannot hold a store: `TraceStoreError`, not `OSError`."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(TraceStoreError, match="Cannot open"):
+        SqliteTraceStore(blocker / "runs.sqlite")

@@ -1,0 +1,48 @@
+"""Trace records (wire format v3), their sinks and readers, and stored-run views."""
+
+from tubeless.trace._compose import ComposedTraceSink, TraceSink, compose_sinks
+from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
+from tubeless.trace._projection import (
+    StoredAttempt,
+    StoredLog,
+    StoredRun,
+    StoredStep,
+    format_run_detail,
+    format_run_list,
+    project_runs,
+)
+from tubeless.trace._sqlite import SqliteTraceStore
+from tubeless.trace._wire import (
+    TRACE_DETAIL_BYTE_LIMIT,
+    TRACE_LIST_LIMIT,
+    TRACE_READ_VERSIONS,
+    TRACE_RECORD_NAMES,
+    TRACE_STRING_LIMIT,
+    TRACE_VERSION,
+    load_trace_schema,
+    validate_record,
+)
+
+__all__ = [
+    "TRACE_DETAIL_BYTE_LIMIT",
+    "TRACE_LIST_LIMIT",
+    "TRACE_READ_VERSIONS",
+    "TRACE_RECORD_NAMES",
+    "TRACE_STRING_LIMIT",
+    "TRACE_VERSION",
+    "ComposedTraceSink",
+    "NdjsonTraceSink",
+    "SqliteTraceStore",
+    "StoredAttempt",
+    "StoredLog",
+    "StoredRun",
+    "StoredStep",
+    "TraceSink",
+    "compose_sinks",
+    "format_run_detail",
+    "format_run_list",
+    "load_trace_schema",
+    "project_runs",
+    "read_ndjson",
+    "validate_record",
+]

@@ -1,0 +1,207 @@
+"""NDJSON traces: one compact JSON record per line, written by a sink and read back whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.trace._wire import validate_record
+
+__all__ = [
+    "NDJSON_FILE_BYTE_LIMIT",
+    "NDJSON_LINE_BYTE_LIMIT",
+    "NDJSON_RECORD_LIMIT",
+    "NdjsonTraceSink",
+    "read_ndjson",
+]
+
+NDJSON_FILE_BYTE_LIMIT = 64 * 1024 * 1024
+"""`read_ndjson` refuses files larger than this many bytes."""
+NDJSON_LINE_BYTE_LIMIT = 1024 * 1024
+"""`read_ndjson` refuses lines longer than this many bytes (line ending excluded)."""
+NDJSON_RECORD_LIMIT = 100_000
+"""`read_ndjson` refuses files holding more records than this."""
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def encode_record(record: object) -> str:
+    """Return `record` as one compact NDJSON line, newline included."""
+    return _encode(record) + "\n"
+
+
+class NdjsonTraceSink:
+    """A trace sink writing one compact JSON record per line.
+
+    Given a path, the file is created (with its parent directories) or truncated, and
+    `close()` closes it; given a text stream, the stream is written and flushed but never
+    closed. Each record is flushed as it is written, so a reader sees it at once. After a
+    write fails, every later `export` and `close` raises that failure again.
+
+    Args:
+        path_or_stream: a file path, or an open text stream such as `sys.stdout`.
+    """
+
+    def __init__(self, path_or_stream: str | os.PathLike[str] | IO[str]) -> None:
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._closed = False
+        if isinstance(path_or_stream, (str, os.PathLike)):
+            path = Path(path_or_stream)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream: IO[str] = path.open("w", encoding="utf-8", newline="\n")
+            self._owned = True
+        else:
+            self._stream = path_or_stream
+            self._owned = False
+
+    def export(self, record: dict[str, Any]) -> None:
+        """Validate `record` and append it as one line.
+
+        Raises:
+            TraceRecordError: when `record` is not a valid trace record (nothing is written).
+            TraceSinkError: when the sink is closed, or the write fails now or failed before.
+        """
+        validate_record(record)
+        line = encode_record(record)
+        with self._lock:
+            self._raise_if_unusable()
+            try:
+                self._stream.write(line)
+                self._stream.flush()
+            except (OSError, ValueError) as error:  # ValueError: the stream was closed
+                self._error = error
+                raise TraceSinkError(f"Cannot write the NDJSON trace: {error}") from error
+
+    def flush(self) -> None:
+        """Flush the underlying stream.
+
+        Raises:
+            TraceSinkError: when flushing fails, or an earlier write failed.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._raise_if_unusable()
+            try:
+                self._stream.flush()
+            except (OSError, ValueError) as error:
+                self._error = error
+                raise TraceSinkError(f"Cannot flush the NDJSON trace: {error}") from error
+
+    def close(self) -> None:
+        """Flush, close the file when the sink opened it, and report any write failure.
+
+        Closing twice is harmless.
+
+        Raises:
+            TraceSinkError: when a write failed, or the final flush or close fails.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._owned:
+                    self._stream.close()
+                elif self._error is None:
+                    self._stream.flush()
+            except (OSError, ValueError) as error:
+                self._error = self._error or error
+            if self._error is not None:
+                raise TraceSinkError(
+                    f"The NDJSON trace lost records: {self._error}"
+                ) from self._error
+
+    def _raise_if_unusable(self) -> None:
+        if self._error is not None:
+            raise TraceSinkError(f"The NDJSON trace failed earlier: {self._error}") from self._error
+        if self._closed:
+            raise TraceSinkError("The NDJSON trace sink is closed")
+
+    def __enter__(self) -> NdjsonTraceSink:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON")
+
+
+def _read_limited(path: Path) -> bytes:
+    limit = NDJSON_FILE_BYTE_LIMIT
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise TraceStoreError(f"{path} is not a regular file")
+        with path.open("rb") as file:
+            data = file.read(limit + 1)  # the file may grow after stat
+    except FileNotFoundError:
+        raise TraceStoreError(f"Trace file not found: {path}") from None
+    except OSError as error:
+        raise TraceStoreError(f"Cannot read trace file {path}: {error}") from error
+    if len(data) > limit:
+        raise TraceStoreError(f"{path} exceeds the {limit}-byte NDJSON trace limit")
+    return data
+
+
+def _parse_line(line: bytes) -> dict[str, Any]:
+    """Decode one non-blank line into a valid record; raise `ValueError` saying why not."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("is not valid UTF-8") from None
+    try:
+        record = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ValueError("is not valid JSON") from None
+    try:
+        validate_record(record)
+    except TraceRecordError as error:
+        raise ValueError(f"is not a valid trace record: {error}") from None
+    return record  # type: ignore[no-any-return]
+
+
+def read_ndjson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read and validate a whole NDJSON trace, in file order.
+
+    Blank lines (spaces and tabs only) are skipped and a `\\r` before a line's newline is
+    tolerated. The file may hold at most 64 MiB, each line at most 1 MiB, and at most
+    100,000 records.
+
+    Raises:
+        TraceStoreError: when the file is missing or too large, or a line is too long, not
+            UTF-8, not JSON or not a valid trace record; the message names the line (from 1).
+    """
+    source = Path(path)
+    data = _read_limited(source)
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if len(line) > NDJSON_LINE_BYTE_LIMIT:
+            limit = NDJSON_LINE_BYTE_LIMIT
+            raise TraceStoreError(f"{source} line {number} exceeds the {limit}-byte line limit")
+        if not line.strip(b" \t"):
+            continue
+        if len(records) >= NDJSON_RECORD_LIMIT:
+            limit = NDJSON_RECORD_LIMIT
+            raise TraceStoreError(f"{source} line {number}: more than {limit} records")
+        try:
+            records.append(_parse_line(line))
+        except ValueError as error:
+            raise TraceStoreError(f"{source} line {number} {error}") from None
+    return records

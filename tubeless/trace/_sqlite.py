@@ -1,0 +1,329 @@
+"""A SQLite trace store: an append-only table of records that is a sink and a reader.
+
+The table is the reference's `pipeline_run_events` plus one column, `extra_json`, for
+what the reference's columns cannot keep exactly (see `_rows`), so a record read back
+equals, field for field and type for type, the record written.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tubeless.errors import TraceSinkError, TraceStoreError
+from tubeless.trace._rows import COLUMNS, INSERT, Row, record_row, row_record
+from tubeless.trace._wire import validate_record
+
+__all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
+
+STORE_SCHEMA_VERSION = 3
+"""The `PRAGMA user_version` of a trace store."""
+_BATCH_SIZE = 64
+_PAGE_SIZE = 20_000
+_BUSY_TIMEOUT_SECONDS = 30.0
+
+_APPEND_ONLY = "BEGIN SELECT RAISE(ABORT, 'pipeline_run_events is append-only'); END"
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS pipeline_run_events (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      version INTEGER NOT NULL,
+      run_id TEXT NOT NULL,
+      correlation_id TEXT,
+      parent_run_id TEXT,
+      pipeline_id TEXT NOT NULL,
+      step_id TEXT,
+      attempt_id TEXT,
+      item_key TEXT,
+      event_name TEXT NOT NULL,
+      timestamp_ms INTEGER NOT NULL,
+      duration_ms REAL,
+      payload_json TEXT NOT NULL,
+      error_json TEXT,
+      extra_json TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS pipeline_run_events_run_id_idx ON pipeline_run_events(run_id, id)",
+    "CREATE INDEX IF NOT EXISTS pipeline_run_events_pipeline_id_idx "
+    "ON pipeline_run_events(pipeline_id, id DESC)",
+    "CREATE INDEX IF NOT EXISTS pipeline_run_events_timestamp_idx "
+    "ON pipeline_run_events(timestamp_ms DESC)",
+    "CREATE TRIGGER IF NOT EXISTS pipeline_run_events_no_update "
+    f"BEFORE UPDATE ON pipeline_run_events {_APPEND_ONLY}",
+    "CREATE TRIGGER IF NOT EXISTS pipeline_run_events_no_delete "
+    f"BEFORE DELETE ON pipeline_run_events {_APPEND_ONLY}",
+)
+
+
+class SqliteTraceStore:
+    """A trace sink and reader backed by one SQLite file (WAL, append-only).
+
+    Records are validated, buffered, and committed in batches of 64 inside
+    `BEGIN IMMEDIATE`; the buffer is also committed by `flush()`, `close()` and every read.
+    Other connections see a record only once it is committed, and a crash loses the
+    uncommitted tail. Several threads and several processes may append to one store at
+    once: writers wait up to 30 seconds for each other. After a write fails, every later
+    call raises that failure again.
+
+    Args:
+        path: the database file. Unless `read_only`, missing parent directories and the
+            file are created, and a new file is initialised (`PRAGMA user_version = 3`).
+        read_only: open an existing store for reading only: no database is created,
+            initialised or migrated, and `export` raises. Records committed by a writer
+            that is still running are read; to coordinate with it, SQLite may leave the
+            empty `-wal` and `-shm` files a WAL database needs next to the file.
+
+    Raises:
+        TraceStoreError: when the file cannot be opened, is missing (`read_only`), is not a
+            SQLite database, or has a `user_version` other than 3 (or 0 when writable).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        self._path = Path(path)
+        self._read_only = read_only
+        self._lock = threading.Lock()
+        self._pending: list[Row] = []
+        self._error: BaseException | None = None
+        self._closed = False
+        self._connection = self._open()
+        try:
+            self._check_schema()
+            self._extra_column = self._has_extra_column()
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def _open(self) -> sqlite3.Connection:
+        if self._read_only:
+            if not self._path.is_file():
+                raise TraceStoreError(f"Trace store not found: {self._path}")
+            # mode=ro (not immutable=1) so committed records still in another writer's
+            # WAL are read, under SQLite's normal locking.
+            target, uri = f"{self._path.resolve().as_uri()}?mode=ro", True
+        else:
+            target, uri = str(self._path), False
+        try:
+            if not self._read_only:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(
+                target,
+                timeout=_BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=uri,
+            )
+        except (sqlite3.Error, OSError) as error:
+            raise TraceStoreError(f"Cannot open trace store {self._path}: {error}") from error
+        return connection
+
+    def _check_schema(self) -> None:
+        try:
+            version = self._pragma("user_version")
+            if self._read_only and version != STORE_SCHEMA_VERSION:
+                raise TraceStoreError(f"{self._path} is not a trace store (version {version})")
+            if version not in (0, STORE_SCHEMA_VERSION):
+                raise TraceStoreError(
+                    f"{self._path} has trace store version {version}; "
+                    f"expected {STORE_SCHEMA_VERSION}"
+                )
+            if not self._read_only:
+                self._initialise()
+        except sqlite3.Error as error:
+            raise TraceStoreError(f"Cannot open trace store {self._path}: {error}") from error
+
+    def _initialise(self) -> None:
+        connection = self._connection
+        self._enable_wal()
+        self._pragma("synchronous = NORMAL")
+        self._pragma("foreign_keys = ON")
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            if not self._has_extra_column():
+                # A store written by the reference implementation lacks this column.
+                connection.execute("ALTER TABLE pipeline_run_events ADD COLUMN extra_json TEXT")
+            connection.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+
+    def _enable_wal(self) -> None:
+        # Switching to WAL takes an exclusive lock without SQLite's busy handler, so
+        # processes creating one store together retry here for up to the busy timeout.
+        deadline = time.monotonic() + _BUSY_TIMEOUT_SECONDS
+        delay = 0.001
+        while self._pragma("journal_mode") != "wal":
+            try:
+                self._pragma("journal_mode = WAL")
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def _pragma(self, statement: str) -> Any:
+        # fetchall() runs the statement to completion, so it holds no lock afterwards.
+        rows = self._connection.execute(f"PRAGMA {statement}").fetchall()
+        return rows[0][0] if rows else None
+
+    def _has_extra_column(self) -> bool:
+        rows = self._connection.execute("PRAGMA table_info(pipeline_run_events)").fetchall()
+        return any(row[1] == "extra_json" for row in rows)
+
+    def export(self, record: dict[str, Any]) -> None:
+        """Validate `record` and buffer it; a full batch of 64 is committed now.
+
+        Raises:
+            TraceRecordError: when `record` is not a valid trace record (nothing is stored).
+            TraceSinkError: when the store is read-only or closed, or a commit fails now or
+                failed before.
+        """
+        validate_record(record)
+        row = record_row(record)
+        with self._lock:
+            self._raise_if_unusable()
+            if self._read_only:
+                raise TraceSinkError(f"Trace store {self._path} was opened read-only")
+            self._pending.append(row)
+            if len(self._pending) >= _BATCH_SIZE:
+                self._commit()
+
+    def flush(self) -> None:
+        """Commit the buffered records.
+
+        Raises:
+            TraceSinkError: when the commit fails, or an earlier one failed.
+        """
+        with self._lock:
+            self._raise_if_unusable()
+            self._commit()
+
+    def close(self) -> None:
+        """Commit the buffered records and close the database; closing twice is harmless.
+
+        Raises:
+            TraceSinkError: when the final commit fails, or an earlier one failed.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._error is None:
+                    self._commit()
+            finally:
+                self._closed = True
+                self._connection.close()
+            if self._error is not None:
+                raise TraceSinkError(
+                    f"Trace store {self._path} lost records: {self._error}"
+                ) from self._error
+
+    def events(
+        self, run_id: str | None = None, pipeline_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Return the stored records in write order, optionally of one run or pipeline.
+
+        Raises:
+            TraceStoreError: when a stored row is not a valid trace record.
+            TraceSinkError: when committing the buffer fails, or an earlier commit failed.
+        """
+        return [record for _, record in self.event_rows(run_id, pipeline_id)]
+
+    def event_rows(
+        self, run_id: str | None = None, pipeline_id: str | None = None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Return `(row id, record)` pairs in write order; ids only grow.
+
+        Raises:
+            TraceStoreError: when a stored row is not a valid trace record.
+            TraceSinkError: when committing the buffer fails, or an earlier commit failed.
+        """
+        with self._lock:
+            if self._closed:
+                raise TraceStoreError(f"Trace store {self._path} is closed")
+            self._raise_if_unusable()
+            self._commit()
+            return list(self._read_rows(run_id, pipeline_id))
+
+    def _read_rows(
+        self, run_id: str | None, pipeline_id: str | None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        extra = "extra_json" if self._extra_column else "NULL"
+        columns = COLUMNS.replace("extra_json", extra)
+        where, parameters = "id > ?", []
+        for column, value in (("run_id", run_id), ("pipeline_id", pipeline_id)):
+            if value is not None:
+                where += f" AND {column} = ?"
+                parameters.append(value)
+        query = (
+            f"SELECT id, {columns} FROM pipeline_run_events "
+            f"WHERE {where} ORDER BY id LIMIT {_PAGE_SIZE}"
+        )
+        connection = self._connection
+        try:
+            connection.execute("BEGIN")  # one snapshot across every page
+            try:
+                after = -1
+                while True:
+                    page = connection.execute(query, [after, *parameters]).fetchall()
+                    for row in page:
+                        yield row[0], self._checked_record(row)
+                    if len(page) < _PAGE_SIZE:
+                        return
+                    after = page[-1][0]
+            finally:
+                connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            raise TraceStoreError(f"Cannot read trace store {self._path}: {error}") from error
+
+    def _checked_record(self, row: Sequence[Any]) -> dict[str, Any]:
+        try:
+            record = row_record(row)
+            validate_record(record)
+        except (ValueError, TypeError, RecursionError) as error:
+            text = f"{self._path} row {row[0]} is not a valid trace record: {error}"
+            raise TraceStoreError(text) from error
+        return record
+
+    def _commit(self) -> None:
+        if not self._pending:
+            return
+        connection = self._connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany(INSERT, self._pending)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            self._error = error
+            raise TraceSinkError(f"Cannot write trace store {self._path}: {error}") from error
+        finally:
+            self._pending.clear()
+
+    def _raise_if_unusable(self) -> None:
+        if self._error is not None:
+            raise TraceSinkError(
+                f"Trace store {self._path} failed earlier: {self._error}"
+            ) from self._error
+        if self._closed:
+            raise TraceSinkError(f"Trace store {self._path} is closed")
+
+    def __enter__(self) -> SqliteTraceStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

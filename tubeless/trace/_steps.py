@@ -1,0 +1,206 @@
+"""The step part of stored-run views: what one step did, folded from its records."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["StepFold", "StoredAttempt", "StoredStep"]
+
+_TERMINAL = {
+    "step.complete": "completed",
+    "step.skipped": "skipped",
+    "step.failed": "failed",
+    "step.cancelled": "cancelled",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StoredAttempt:
+    """The execution attempt of a step."""
+
+    attempt_id: str
+    """The attempt's id."""
+    started_at_ms: float
+    """When its first record was written."""
+    status: str
+    """`running`, then `completed`, `failed`, `skipped` or `cancelled`."""
+    retries: tuple[float, ...] = ()
+    """Attempt numbers above 1 reported through `report_attempt`."""
+    finished_at_ms: float | None = None
+    """When its terminal record was written."""
+    duration_ms: float | None = None
+    """Its duration, from the terminal record."""
+    output_source: str | None = None
+    """`override` when the output did not come from the handler."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return `{attemptId, startedAtMs, status, retries, durationMs?, finishedAtMs?, ...}`."""
+        out: dict[str, Any] = {
+            "attemptId": self.attempt_id,
+            "startedAtMs": self.started_at_ms,
+            "status": self.status,
+            "retries": list(self.retries),
+        }
+        optional = (
+            ("durationMs", self.duration_ms),
+            ("finishedAtMs", self.finished_at_ms),
+            ("outputSource", self.output_source),
+        )
+        out.update((key, value) for key, value in optional if value is not None)
+        return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StoredStep:
+    """One step of a stored run."""
+
+    id: str
+    """The step's id."""
+    status: str
+    """`planned`, `running`, `completed`, `failed`, `skipped` or `cancelled`."""
+    name: str | None = None
+    """The step's display name, from `step.planned`."""
+    description: str | None = None
+    """The step's description, from `step.planned`."""
+    dependencies: tuple[str, ...] | None = None
+    """Required dependencies, from `step.planned`."""
+    optional_dependencies: tuple[str, ...] | None = None
+    """Optional dependencies, from `step.planned`."""
+    skip_after_failure_of: tuple[str, ...] | None = None
+    """Failure gates, from `step.planned`."""
+    nested_pipeline: Mapping[str, Any] | None = None
+    """The child pipeline summary, from `step.planned`."""
+    remote: Mapping[str, Any] | None = None
+    """The remote engine, from `step.planned`."""
+    started_at_ms: float | None = None
+    """When it started running (or its terminal time minus its duration)."""
+    finished_at_ms: float | None = None
+    """When its terminal record was written."""
+    duration_ms: float | None = None
+    """Its duration, from the terminal record."""
+    progress: Mapping[str, Any] | None = None
+    """Its latest visible progress (trace wire form)."""
+    attempt: StoredAttempt | None = None
+    """Its execution attempt."""
+    output_source: str | None = None
+    """`override` when the output did not come from the handler."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the reference's camelCase JSON, leaving out absent fields."""
+        out: dict[str, Any] = {"id": self.id, "status": self.status}
+        fields: tuple[tuple[str, Any], ...] = (
+            ("name", self.name),
+            ("description", self.description),
+            ("dependencies", _listed(self.dependencies)),
+            ("optionalDependencies", _listed(self.optional_dependencies)),
+            ("skipAfterFailureOf", _listed(self.skip_after_failure_of)),
+            ("nestedPipeline", copy.deepcopy(self.nested_pipeline)),
+            ("remote", copy.deepcopy(self.remote)),
+            ("startedAtMs", self.started_at_ms),
+            ("finishedAtMs", self.finished_at_ms),
+            ("durationMs", self.duration_ms),
+            ("progress", copy.deepcopy(self.progress)),
+            ("attempt", None if self.attempt is None else self.attempt.to_dict()),
+            ("outputSource", self.output_source),
+        )
+        out.update((key, value) for key, value in fields if value is not None)
+        return out
+
+
+def _listed(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
+def _visible(progress: Mapping[str, Any]) -> bool:
+    """Whether progress carries work information rather than an empty heartbeat."""
+    total = progress.get("total")
+    return bool(
+        progress.get("message", "").strip()
+        or progress.get("details")
+        or (total is not None and total > 0)
+        or progress["completed"] > 0
+    )
+
+
+class StepFold:
+    """The mutable state of one step while its records are folded in."""
+
+    def __init__(self, step_id: str) -> None:
+        self.step: dict[str, Any] = {"id": step_id, "status": "planned"}
+        self.attempt: dict[str, Any] | None = None
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Fold one `step.*` record of this step in."""
+        name, payload = record["name"], record["payload"]
+        if name == "step.planned":
+            self._plan(payload)
+            return
+        if name == "step.artifact":
+            return  # artifacts are not projected yet
+        if payload.get("outputSource"):
+            self.step["output_source"] = payload["outputSource"]
+        if record.get("attemptId"):
+            self._attempt(record)
+        if name == "step.running":
+            self.step["status"] = "running"
+            self.step.setdefault("started_at_ms", record["timestampMs"])
+            self._progress(payload.get("progress"))
+        elif name in _TERMINAL:
+            duration = record.get("durationMs")
+            self.step.update(
+                status=_TERMINAL[name],
+                finished_at_ms=record["timestampMs"],
+                duration_ms=duration,
+            )
+            if duration is not None:
+                self.step["started_at_ms"] = record["timestampMs"] - duration
+
+    def _plan(self, payload: Mapping[str, Any]) -> None:
+        self.step.update(
+            name=payload.get("name"),
+            description=payload.get("description"),
+            dependencies=tuple(payload["dependencies"]),
+            optional_dependencies=tuple(payload["optionalDependencies"]),
+            skip_after_failure_of=tuple(payload["skipAfterFailureOf"]),
+            nested_pipeline=copy.deepcopy(payload.get("nestedPipeline")),
+            remote=copy.deepcopy(payload.get("remote")),
+        )
+
+    def _attempt(self, record: Mapping[str, Any]) -> None:
+        attempt = self.attempt
+        if attempt is None:
+            attempt = self.attempt = {
+                "attempt_id": record["attemptId"],
+                "started_at_ms": record["timestampMs"],
+                "status": "running",
+                "retries": [],
+            }
+        if "output_source" in self.step:
+            attempt["output_source"] = self.step["output_source"]
+        if record["name"] == "step.attempted" and record["payload"]["attempt"] > 1:
+            attempt["retries"].append(record["payload"]["attempt"])
+        if record["name"] in _TERMINAL:
+            attempt.update(
+                status=_TERMINAL[record["name"]],
+                finished_at_ms=record["timestampMs"],
+                duration_ms=record.get("durationMs"),
+            )
+
+    def _progress(self, progress: Mapping[str, Any] | None) -> None:
+        if progress is None:
+            return
+        copied = copy.deepcopy(dict(progress))
+        if "details" in copied and "detailCount" not in copied:
+            copied["detailCount"] = len(copied["details"])
+        if "progress" not in self.step or _visible(copied):
+            self.step["progress"] = copied
+
+    def freeze(self) -> StoredStep:
+        """Return the folded step."""
+        attempt = None
+        if self.attempt is not None:
+            attempt = StoredAttempt(**{**self.attempt, "retries": tuple(self.attempt["retries"])})
+        return StoredStep(**self.step, attempt=attempt)

@@ -1,0 +1,131 @@
+"""The trace v3 wire format: limits, the shipped JSON Schema, and `validate_record`.
+
+`trace-v3.schema.json` (next to this module) is the single definition of every record
+kind. The emitter checks each record with `validate_record` before it leaves a run, and
+both readers (NDJSON and SQLite) check each record they load with it too.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+from tubeless.errors import TraceRecordError
+from tubeless.schema._compiled import SchemaChecker, compile_checker
+from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem
+
+__all__ = [
+    "TRACE_DETAIL_BYTE_LIMIT",
+    "TRACE_LIST_LIMIT",
+    "TRACE_READ_VERSIONS",
+    "TRACE_RECORD_NAMES",
+    "TRACE_STRING_LIMIT",
+    "TRACE_VERSION",
+    "load_trace_schema",
+    "validate_record",
+]
+
+TRACE_VERSION = 3
+"""The version every record is written with."""
+TRACE_READ_VERSIONS = (2, 3)
+"""The versions readers accept (version 2 records carry no `iteration`)."""
+TRACE_LIST_LIMIT = 128
+"""At most this many items in a record's lists (ids, issues, detail rows, target ids)."""
+TRACE_STRING_LIMIT = 4096
+"""At most this many characters in bounded strings (detail text, remote engine/target)."""
+
+_SCHEMA_FILE = "trace-v3.schema.json"
+_MESSAGE_LIMIT = 400
+
+TRACE_RECORD_NAMES = (
+    "pipeline.started",
+    "step.planned",
+    "step.running",
+    "step.attempted",
+    "step.artifact",
+    "pipeline.log",
+    "step.complete",
+    "step.skipped",
+    "step.failed",
+    "step.cancelled",
+    "pipeline.finalize.started",
+    "pipeline.finalize.completed",
+    "pipeline.finalize.failed",
+    "pipeline.completed",
+)
+"""Every record kind, in the order a run emits them."""
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    text = resources.files("tubeless.trace").joinpath(_SCHEMA_FILE).read_text("utf-8")
+    document: dict[str, Any] = json.loads(text)
+    return document
+
+
+def load_trace_schema() -> dict[str, Any]:
+    """Return the trace v3 JSON Schema (draft 2020-12) as a fresh `dict`.
+
+    Record kinds live under `$defs/records/<name>`; the root schema picks one by `name`.
+    """
+    return copy.deepcopy(_schema())
+
+
+_checkers: dict[str, SchemaChecker] = {}
+
+
+def _checker_for(name: object) -> SchemaChecker:
+    checker = _checkers.get(name) if isinstance(name, str) else None
+    if checker is not None:
+        return checker
+    if not isinstance(name, str) or name not in TRACE_RECORD_NAMES:
+        raise TraceRecordError(
+            f"Invalid trace record at $.name: {name!r} is not a trace record name"
+        )
+    # Compiling twice under a race is harmless; setdefault keeps one.
+    return _checkers.setdefault(name, compile_checker(_schema(), f"/$defs/records/{name}"))
+
+
+def _shorten(message: str) -> str:
+    # jsonschema quotes the offending value, which may be a whole list of rows.
+    if len(message) <= _MESSAGE_LIMIT:
+        return message
+    return message[: _MESSAGE_LIMIT - 120] + " ... " + message[-100:]
+
+
+def validate_record(record: Mapping[str, Any]) -> None:
+    """Check that `record` is a trace record in wire form (version 2 or 3).
+
+    The record's `name` picks its kind's schema; the checks JSON Schema cannot express
+    (`iteration.runId == parentRunId`, version 2 without `iteration`, byte limits, counts,
+    cause depths, snapshot identity) follow.
+
+    Raises:
+        TraceRecordError: naming the record kind and the JSON path of the first problem.
+    """
+    if not isinstance(record, dict):
+        raise TraceRecordError(
+            f"Invalid trace record at $: a record must be a dict, not {type(record).__name__}"
+        )
+    name = record.get("name")
+    checker = _checker_for(name)
+    try:
+        if not checker.is_valid(record):
+            violation = checker.first_error(record)
+            path, message = (
+                ("$", "does not match the trace schema")
+                if violation is None
+                else (violation.path, _shorten(violation.message))
+            )
+            raise TraceRecordError(f"Invalid {name} trace record at {path}: {message}")
+        problem = record_problem(record)
+    except RecursionError:
+        raise TraceRecordError(
+            f"Invalid {name} trace record at $: values are nested too deeply"
+        ) from None
+    if problem is not None:
+        raise TraceRecordError(f"Invalid {name} trace record at {problem[0]}: {problem[1]}")
