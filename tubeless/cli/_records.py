@@ -1,0 +1,161 @@
+"""Reading the fields a reporter needs out of trace v3 records (wire-form dicts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from tubeless.cli._terminal import format_duration, format_number, sanitize_terminal_text
+
+__all__ = [
+    "RunFacts",
+    "StepLabel",
+    "elapsed_ms",
+    "error_message",
+    "field_number",
+    "field_text",
+    "has_visible_progress",
+    "payload",
+    "run_facts",
+    "skip_detail",
+    "step_label",
+    "summary_line",
+]
+
+
+def payload(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The record's `payload`, or an empty mapping when it is missing or malformed."""
+    value = record.get("payload")
+    return value if isinstance(value, Mapping) else {}
+
+
+def field_text(mapping: Mapping[str, Any], key: str) -> str | None:
+    """`mapping[key]` when it is a string, else None."""
+    value = mapping.get(key)
+    return value if isinstance(value, str) else None
+
+
+def field_number(mapping: Mapping[str, Any], key: str) -> float | None:
+    """`mapping[key]` when it is a finite number (booleans are not numbers), else None."""
+    value = mapping.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def error_message(record: Mapping[str, Any]) -> str:
+    """The sanitised message of the record's top-level `error`."""
+    error = record.get("error")
+    if isinstance(error, Mapping):
+        message = field_text(error, "message")
+        if message is not None:
+            return sanitize_terminal_text(message)
+    return "unknown error"
+
+
+def skip_detail(record: Mapping[str, Any], *, prefer_dependency: bool) -> str:
+    """Why a step was skipped, sanitised.
+
+    Args:
+        record: a `step.skipped` record.
+        prefer_dependency: print `<reason>: <dependencyId>` when a dependency is named
+            (the plain lines), instead of the message (the interactive frame).
+    """
+    data = payload(record)
+    reason = field_text(data, "reason") or "skipped"
+    dependency = field_text(data, "dependencyId")
+    message = field_text(data, "message")
+    if prefer_dependency and dependency:
+        return sanitize_terminal_text(f"{reason}: {dependency}")
+    return sanitize_terminal_text(message if message is not None else reason)
+
+
+def has_visible_progress(progress: Mapping[str, Any]) -> bool:
+    """Whether a progress snapshot says anything: a message, details, a total or work done."""
+    message = field_text(progress, "message")
+    details = progress.get("details")
+    total = field_number(progress, "total")
+    completed = field_number(progress, "completed")
+    return (
+        bool(message and message.strip())
+        or bool(isinstance(details, list) and details)
+        or (total is not None and total > 0)
+        or (completed is not None and completed > 0)
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepLabel:
+    """How a step is shown: its display name and description, both sanitised."""
+
+    name: str
+    """The step's `name`, or its id when it has none."""
+    description: str
+    """The step's description, or an empty string."""
+
+
+def step_label(record: Mapping[str, Any]) -> StepLabel:
+    """Read a step's label from its `step.planned` record."""
+    data = payload(record)
+    step_id = field_text(record, "stepId") or "?"
+    name = field_text(data, "name")
+    description = field_text(data, "description") or ""
+    return StepLabel(
+        name=sanitize_terminal_text(name if name else step_id),
+        description=sanitize_terminal_text(description),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What `pipeline.started` says about a run, ready to print."""
+
+    pipeline_id: str
+    """The sanitised pipeline id."""
+    step_count: str
+    """The number of planned steps."""
+    dry_run: str
+    """`true` or `false`."""
+    started_ms: float | None
+    """The record's `timestampMs`."""
+
+
+def run_facts(record: Mapping[str, Any]) -> RunFacts:
+    """Read a `pipeline.started` record."""
+    data = payload(record)
+    count = field_number(data, "stepCount")
+    return RunFacts(
+        pipeline_id=sanitize_terminal_text(field_text(record, "pipelineId") or "?"),
+        step_count=format_number(count) if count is not None else "?",
+        dry_run="true" if data.get("dryRun") is True else "false",
+        started_ms=field_number(record, "timestampMs"),
+    )
+
+
+def elapsed_ms(record: Mapping[str, Any], started_ms: float | None) -> float:
+    """The record's `durationMs`, else the time since `started_ms` by the record's clock."""
+    duration = field_number(record, "durationMs")
+    if duration is not None:
+        return duration
+    finished = field_number(record, "timestampMs")
+    if finished is None or started_ms is None:
+        return 0.0
+    return finished - started_ms
+
+
+def summary_line(record: Mapping[str, Any], started_ms: float | None) -> tuple[str, bool]:
+    """The closing line for a `pipeline.completed` record, and whether the run completed."""
+    data = payload(record)
+    status = field_text(data, "status") or "unknown"
+    steps = field_number(data, "stepCount")
+    errors = field_number(data, "errorCount")
+    pipeline_id = sanitize_terminal_text(field_text(record, "pipelineId") or "?")
+    line = (
+        f"Pipeline {pipeline_id}: done in {format_duration(elapsed_ms(record, started_ms))}"
+        f" (status={sanitize_terminal_text(status)},"
+        f" steps={format_number(steps) if steps is not None else '?'},"
+        f" errors={format_number(errors) if errors is not None else '?'})"
+    )
+    return line, status == "completed"

@@ -1,0 +1,171 @@
+"""The interactive reporter: one frame redrawn in place, kept moving by a thread."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+from tubeless.cli._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
+from tubeless.cli._reporter_base import LogLevel, PipelineReporter
+from tubeless.cli._terminal import Theme, sanitize_terminal_log
+from tubeless.cli._tty_rows import RunView, frame_rows
+
+__all__ = ["InteractiveReporter"]
+
+_SPINNER_FRAMES = {True: "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏", False: "-\\|/"}
+_FALLBACK_SIZE = (80, 24)
+_PANE_MIN_COLUMNS = 120
+_PANE_MIN_ROWS = 8
+_PANE_LINES = 8
+_LOG_LINE_LIMIT = 2048
+
+
+class InteractiveReporter(PipelineReporter):
+    """A live frame: header, step rows with spinners and bars, detail rows, finalize.
+
+    Logs print above the frame, or into a `Logs` pane beside it on terminals of at least
+    120x8. A frame taller than the terminal shows a window around the last spinner. A
+    background thread repaints every `refresh_interval` seconds while something runs, so
+    spinners and elapsed times move even when a step keeps the worker threads busy.
+    """
+
+    def __init__(
+        self,
+        *,
+        stream: TextIO,
+        theme: Theme,
+        clock: Callable[[], float],
+        refresh_interval: float,
+        progress_bar_width: int,
+    ) -> None:
+        super().__init__(mode="interactive", stream=stream, theme=theme, clock=clock)
+        self._interval = refresh_interval
+        self._bar_width = progress_bar_width
+        self._writer = FrameWriter(self._write)
+        self._view: RunView | None = None
+        self._recent_logs: list[str] = []
+        self._dirty = False
+        self._last_paint = -math.inf
+        self._tree_printed = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _on_record(self, record: Mapping[str, Any]) -> bool:
+        if self._closed:
+            return False
+        name = record.get("name")
+        if name == "pipeline.started":
+            self._view = RunView.start(record)
+            self._tree_printed = False
+            self._start_refresh()
+            self._paint()
+            return False
+        if self._view is None:
+            return False
+        now = self._clock()
+        progress_only = self._view.apply(record, now)
+        if name == "pipeline.completed":
+            return True  # `close` paints the final tree
+        # Planned steps arrive in a burst and progress can be chatty: the refresh thread
+        # paints those at its own pace.
+        if name == "step.planned" or (progress_only and now - self._last_paint < self._interval):
+            self._dirty = True
+        else:
+            self._paint()
+        return False
+
+    def _on_log(self, level: LogLevel, message: str) -> None:
+        theme = self._theme
+        prefix = {
+            "error": f"{theme.paint('fail', theme.symbols.fail)} ",
+            "warning": f"{theme.paint('skip', '!')} ",
+        }.get(level, "")
+        text = f"{prefix}{sanitize_terminal_log(message)}"
+        if self._closed or self._view is None:
+            self._write(f"{text}\n")
+            return
+        self._recent_logs.extend(line[:_LOG_LINE_LIMIT] for line in text.split("\n")[-_PANE_LINES:])
+        del self._recent_logs[:-_PANE_LINES]
+        columns, height = self._size()
+        self._paint(above=None if self._pane_visible(columns, height) else f"{text}\n")
+
+    def _shutdown(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            self._paint()
+            self._writer.show_cursor()
+
+    def _start_refresh(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._refresh, name="tubeless-reporter-refresh", daemon=True
+            )
+            self._thread.start()
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                if self._closed or self._view is None:
+                    continue
+                rows = self._rows(self._view, self._clock())
+                if self._dirty or any(row.live for row in rows):
+                    self._paint(rows=rows)
+
+    def _rows(self, view: RunView, now: float) -> list[Row]:
+        frames = _SPINNER_FRAMES[self._theme.unicode]
+        spinner = frames[int(now / self._interval) % len(frames)]
+        return frame_rows(view, self._theme, spinner=spinner, now=now, bar_width=self._bar_width)
+
+    def _size(self) -> tuple[int, int]:
+        try:
+            size = os.get_terminal_size(self._stream.fileno())
+        except (AttributeError, OSError, ValueError):
+            return _FALLBACK_SIZE
+        if size.columns <= 0 or size.lines <= 0:
+            return _FALLBACK_SIZE
+        return size.columns, size.lines
+
+    def _pane_visible(self, columns: int, height: int) -> bool:
+        return (
+            self._view is not None
+            and self._view.summary is None
+            and columns >= _PANE_MIN_COLUMNS
+            and height >= _PANE_MIN_ROWS
+        )
+
+    def _paint(self, *, above: str | None = None, rows: Sequence[Row] | None = None) -> None:
+        view = self._view
+        if view is None:
+            return
+        now = self._clock()
+        if rows is None:
+            rows = self._rows(view, now)
+        self._dirty = False
+        self._last_paint = now
+        columns, height = self._size()
+        lines = self._visible_lines(rows, height)
+        if view.summary is not None and len(rows) >= height:
+            # A finished tree taller than the terminal scrolls out in full, once.
+            if not self._tree_printed:
+                above = (above or "") + "".join(f"{row.text}\n" for row in rows)
+                self._tree_printed = True
+            lines = []
+        unicode = self._theme.unicode
+        if self._pane_visible(columns, height):
+            pane = self._recent_logs[-min(_PANE_LINES, height - 3) :] or [
+                f"Waiting for logs{self._theme.ellipsis}"
+            ]
+            fitted = beside_log_pane(lines, pane, columns, unicode)
+        else:
+            fitted = [fit_line(line, columns, unicode) for line in lines]
+        self._writer.redraw(fitted, columns, above)
+
+    def _visible_lines(self, rows: Sequence[Row], height: int) -> list[str]:
+        if len(rows) < height:
+            return [row.text for row in rows]
+        return window_rows(rows, height, self._theme.ellipsis)
