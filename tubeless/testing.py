@@ -7,8 +7,15 @@ import threading
 from typing import Any
 
 from tubeless import errors, trace
+from tubeless.agent._scripted import ScriptedDecide, scripted_decide
 
-__all__ = ["MemoryTraceSink"]
+__all__ = [
+    "FakeClock",
+    "MemoryTraceSink",
+    "RecordingLogger",
+    "ScriptedDecide",
+    "scripted_decide",
+]
 
 
 class MemoryTraceSink:
@@ -64,3 +71,67 @@ class MemoryTraceSink:
         """Refuse later records; the kept ones stay readable."""
         with self._lock:
             self.closed = True
+
+
+class FakeClock:
+    """A run clock you control: pass it as `now`, and its `sleep` as the run's `sleep`.
+
+    Each reading advances the clock by `tick` milliseconds, so durations are
+    deterministic; `sleep` advances it by the slept time instead of waiting (and returns
+    at once when the run's signal is set, as a real sleep would). Thread-safe.
+    """
+
+    def __init__(self, start: int = 1_700_000_000_000, *, tick: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._now = start
+        self._tick = tick
+        self.slept: list[float] = []
+        """Every requested sleep, in seconds, in call order."""
+
+    def __call__(self) -> int:
+        with self._lock:
+            value = self._now
+            self._now += self._tick
+            return value
+
+    def advance(self, milliseconds: int) -> None:
+        """Move the clock forward."""
+        with self._lock:
+            self._now += milliseconds
+
+    def sleep(self, seconds: float, signal: threading.Event) -> None:
+        """Record the sleep and advance the clock unless the run is already cancelled."""
+        with self._lock:
+            self.slept.append(seconds)
+            if not signal.is_set():
+                self._now += round(seconds * 1000)
+
+
+class RecordingLogger:
+    """A run logger (`info`/`warning`/`error`) that keeps `(level, message)` pairs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.lines: list[tuple[str, str]] = []
+        """Every `(level, message)` logged, in order."""
+
+    def _keep(self, level: str, message: str) -> None:
+        with self._lock:
+            self.lines.append((level, message))
+
+    def info(self, msg: str) -> None:
+        """Keep an ordinary message."""
+        self._keep("info", msg)
+
+    def warning(self, msg: str) -> None:
+        """Keep a warning."""
+        self._keep("warning", msg)
+
+    def error(self, msg: str) -> None:
+        """Keep an error."""
+        self._keep("error", msg)
+
+    def messages(self, level: str) -> list[str]:
+        """Every message logged at `level`, in order."""
+        with self._lock:
+            return [message for kept, message in self.lines if kept == level]

@@ -5,7 +5,9 @@ Built only when the parent run is observed; otherwise no child hook exists at al
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from tubeless.pipeline._plan import PipelinePlan
@@ -147,7 +149,12 @@ class FanOutProgress:
         *,
         item_noun: str = "items",
         detail_limit: int = DETAIL_GROUP_LIMIT,
+        lock: AbstractContextManager[Any] | None = None,
     ) -> None:
+        # Items start, settle and report from several worker threads while child records
+        # call `publish` under the run's record lock; sharing that lock (re-entrant)
+        # serialises them without a second lock to order against it.
+        self._lock = lock if lock is not None else threading.RLock()
         self._keys = list(keys)
         self._steps = steps_per_item
         self._report = report
@@ -159,16 +166,23 @@ class FanOutProgress:
     def track(self, key: str, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
         """Start following the child run of `key`; return the hooks to give it."""
         tracker = ChildRunTracker(plan, self.publish)
-        self._trackers[key] = tracker
-        self._status[key] = "running"
+        with self._lock:
+            self._trackers[key] = tracker
+            self._status[key] = "running"
         return tracker.hooks
 
     def settle(self, key: str, status: str) -> None:
         """Mark `key` completed, failed or cancelled."""
-        self._status[key] = status
-        self.publish()
+        with self._lock:
+            self._status[key] = status
+            self.publish()
 
     def publish(self) -> None:
+        """Report the current totals, message and item groups."""
+        with self._lock:
+            self._publish()
+
+    def _publish(self) -> None:
         done = sum(1 for s in self._status.values() if s in _FINISHED)
         running = [k for k in self._keys if self._status[k] == "running"]
         message = f"{done}/{len(self._keys)} {self._noun} · {len(running)} running"

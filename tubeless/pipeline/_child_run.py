@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from tubeless.errors import (
@@ -73,7 +74,9 @@ def observed(context: ExecutionContext) -> bool:
     return scope_of(context).observer is not None
 
 
-def child_failure(pipeline: Pipeline, plan: PipelinePlan, result: PipelineRun) -> PipelineExecutionError:
+def child_failure(
+    pipeline: Pipeline, plan: PipelinePlan, result: PipelineRun
+) -> PipelineExecutionError:
     """The error a parent step raises for a child run that did not complete.
 
     Its `__cause__` is the exception behind the child's first error.
@@ -87,6 +90,12 @@ def child_failure(pipeline: Pipeline, plan: PipelinePlan, result: PipelineRun) -
     error = PipelineExecutionError(result, message)
     error.__cause__ = result.first_exception()
     return error
+
+
+def record_lock(context: ExecutionContext) -> AbstractContextManager[Any] | None:
+    """The lock that serialises the records of the run tree behind `context`, if observed."""
+    channel = scope_of(context).channel
+    return None if channel is None else channel.lock
 
 
 def run_child(
@@ -203,6 +212,7 @@ class FanOutRunner:
                 context.report_progress,
                 item_noun=str(self.progress.get("item_noun", "items")),
                 detail_limit=int(self.progress.get("detail_limit", 32)),
+                lock=record_lock(context),
             )
             progress.publish()
         batch = _FanOutBatch(self, items, keys, inputs, context, progress)
@@ -359,40 +369,52 @@ class IterationRunner:
         )
         controls = _resolved(self.controls, context)
         plan = self.pipeline.plan(controls)
-        run_id = scope_of(context).run_id
         index = 0
         while True:
             index += 1
             raise_if_cancelled(context.signal)
-            options = self.map_options(state, inputs, context) if self.map_options else state
-            relation = {
-                "runId": run_id,
-                "stepId": self.step_id,
-                "attemptId": context.attempt_id,
-                "index": index,
-            }
             hooks = [progress.track(index, plan)] if progress else []
-            link = child_link(
-                context, hooks=hooks, item_key=f"iteration-{index}", iteration=relation
-            )
             try:
-                result = run_child(self.pipeline, options, controls, plan, link)
-            except PipelineExecutionError as error:
+                kind, value = self._iterate(index, state, inputs, context, (controls, plan), hooks)
+            except Exception as error:
+                # The group fails with its child, transition or bound, as the step does.
                 if progress:
-                    progress.settle("cancelled" if error.cancelled else "failed")
+                    cancelled = is_cancellation(error, context.signal)
+                    progress.settle("cancelled" if cancelled else "failed")
                 raise
             if progress:
                 progress.settle("completed")
-            kind, value = self._decision(self.transition(result.value, state, context))
             if kind == "finish":
                 return value
-            if index >= self.max_iterations:
-                raise IterationError(
-                    f"Iteration step {self.step_id} reached its limit of "
-                    f"{self.max_iterations} iterations",
-                    code="TUBELESS_ITERATION_LIMIT_REACHED",
-                )
             state = value
+
+    def _iterate(
+        self,
+        index: int,
+        state: Any,
+        inputs: Mapping[str, Any],
+        context: StepContext,
+        planned: tuple[RunControls, PipelinePlan],
+        hooks: Sequence[dict[str, Hook]],
+    ) -> tuple[str, Any]:
+        """Run iteration `index` and its transition; return the decision."""
+        options = self.map_options(state, inputs, context) if self.map_options else state
+        relation = {
+            "runId": scope_of(context).run_id,
+            "stepId": self.step_id,
+            "attemptId": context.attempt_id,
+            "index": index,
+        }
+        link = child_link(context, hooks=hooks, item_key=f"iteration-{index}", iteration=relation)
+        result = run_child(self.pipeline, options, *planned, link)
+        kind, value = self._decision(self.transition(result.value, state, context))
+        if kind == "next" and index >= self.max_iterations:
+            raise IterationError(
+                f"Iteration step {self.step_id} reached its limit of "
+                f"{self.max_iterations} iterations",
+                code="TUBELESS_ITERATION_LIMIT_REACHED",
+            )
+        return kind, value
 
     def _decision(self, decision: object) -> tuple[str, Any]:
         if isinstance(decision, Mapping):

@@ -19,6 +19,9 @@ from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
 
 _LOGGER = logging.getLogger("tubeless")
 
+PROGRESS_STATUSES = ("cancelled", "completed", "failed", "pending", "running", "skipped")
+"""The statuses a progress detail row may carry."""
+
 
 def default_now() -> int:
     """Wall clock in epoch milliseconds."""
@@ -291,6 +294,10 @@ def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(row.get(key), str):
             out[key] = row[key][:4096]
     if row.get("status") is not None:
+        if row["status"] not in PROGRESS_STATUSES:
+            raise TypeError(
+                f"progress details status must be one of {', '.join(PROGRESS_STATUSES)}"
+            )
         out["status"] = row["status"]
     for key in ("completed", "total", "depth"):
         if row.get(key) is not None:

@@ -182,7 +182,7 @@ class Pipeline:
         self._steps = steps
         self._order = tuple(order)
         self._finalize, required_steps = _compile_finalizer(finalize, order, id)
-        self._plans: dict[RunControls, PipelinePlan] = {}
+        self._plans: dict[tuple[RunControls, type], PipelinePlan] = {}
         required_ids = None if required_steps is None else [s.id for s in required_steps]
         self.definition: DefinitionSnapshot = build_snapshot(
             order,
@@ -191,7 +191,8 @@ class Pipeline:
             (self.options_schema is not None, result_schema is not None),
             implementation_version,
         )
-        size = len(json.dumps(self.definition.to_dict(), ensure_ascii=False).encode("utf-8"))
+        compact = json.dumps(self.definition.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        size = len(compact.encode("utf-8"))
         self._snapshot_fits = size <= _SNAPSHOT_BYTE_LIMIT
 
     def __repr__(self) -> str:
@@ -203,14 +204,17 @@ class Pipeline:
         Bad control values give a plan with `ok=False` and every planning error.
         """
         resolved = resolve_controls(controls)
+        # `True == 1.0 == 1` in Python: the type keeps a rejected `max_concurrency` from
+        # sharing a cache entry with a valid one.
+        key = (resolved, type(resolved.max_concurrency))
         try:
-            cached = self._plans.get(resolved)
+            cached = self._plans.get(key)
         except TypeError:
             return build_plan(self.id, self._order, self.target_ids, resolved)
         if cached is None:
             cached = build_plan(self.id, self._order, self.target_ids, resolved)
             if len(self._plans) < _PLAN_CACHE_LIMIT:
-                self._plans[resolved] = cached
+                self._plans[key] = cached
         return cached
 
     def run(

@@ -26,6 +26,7 @@ from tubeless.pipeline._report import RUN_MODEL_VERSION, PipelineRun, run_status
 from tubeless.pipeline._schedule import StepScheduler, trace_error
 from tubeless.pipeline._steps import FINALIZE_STEP_ID
 from tubeless.schema import validate_boundary
+from tubeless.trace._wire import TRACE_LIST_LIMIT
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
@@ -53,7 +54,7 @@ def _scope_for_root(
 ) -> tuple[RunScope, tuple[dict[str, Hook], ...]]:
     log = context.log or default_logger()
     hooks = normalize_hooks(context.hooks)
-    channel = TraceChannel(context.tracing, log) if context.tracing or hooks else None
+    channel = TraceChannel(context.tracing, log) if context.tracing is not None or hooks else None
     return RunScope(
         pipeline_id=pipeline_id,
         run_id=context.run_id or f"{pipeline_id}:{uuid.uuid4()}",
@@ -189,6 +190,10 @@ class _Run:
         snapshot = pipeline.trace_snapshot()
         if snapshot is not None:
             payload["definitionSnapshot"] = snapshot
+            if not self._scope.observer.accepts("pipeline.started", payload):
+                # Beyond the trace limits (an id over 4096 characters, over 4096 steps):
+                # the record goes out with the identity alone rather than not at all.
+                del payload["definitionSnapshot"]
         self._emit("pipeline.started", payload)
 
     def _validate_options(self, options: Any) -> bool:
@@ -279,14 +284,15 @@ class _Run:
 
 
 def _planned_payload(step: Any) -> dict[str, Any]:
+    limit = TRACE_LIST_LIMIT
     payload: dict[str, Any] = {
-        "dependencies": list(step.dependencies),
-        "optionalDependencies": list(step.optional_dependencies),
-        "skipAfterFailureOf": list(step.skip_after_failure_of),
+        "dependencies": list(step.dependencies[:limit]),
+        "optionalDependencies": list(step.optional_dependencies[:limit]),
+        "skipAfterFailureOf": list(step.skip_after_failure_of[:limit]),
         "dryRun": step.dry_run,
         "runtimeSkipPossible": step.runtime_skip_possible,
         "selected": step.selected,
-        "selectionReasons": [reason.to_dict() for reason in step.selection_reasons],
+        "selectionReasons": [reason.to_dict() for reason in step.selection_reasons[:limit]],
     }
     if step.name is not None:
         payload["name"] = step.name

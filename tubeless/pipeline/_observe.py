@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tubeless.errors import TraceSinkError
+from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger, TraceSink
 from tubeless.trace._wire import TRACE_VERSION, validate_record
 
@@ -80,7 +80,9 @@ def _hook_names(record: Record) -> tuple[str, ...]:
         specific = "on_step_progress" if "progress" in record["payload"] else "on_step_start"
     else:
         specific = _HOOK_BY_RECORD[name]
-    if name.startswith("step."):
+    # A logical attempt (`step.attempted`) reports a retry inside a handler, not a change
+    # of the step's status.
+    if name.startswith("step.") and name != "step.attempted":
         return ("on_record", specific, "on_step_status")
     return ("on_record", specific)
 
@@ -144,12 +146,24 @@ class RunObserver:
         self._now = now
         self._failed_hooks: set[int] = set()
 
-    def emit(self, name: str, payload: Record, **fields: Any) -> None:
-        """Build, check and deliver one record named `name`."""
+    def _build(self, name: str, payload: Record, fields: Record) -> Record:
         record: Record = {"version": TRACE_VERSION, "name": name, **self._base}
         record["timestampMs"] = self._now()
         record.update(fields)
         record["payload"] = payload
+        return record
+
+    def accepts(self, name: str, payload: Record, **fields: Any) -> bool:
+        """Whether the record `emit` would build from these parts is a valid trace record."""
+        try:
+            validate_record(self._build(name, payload, fields))
+        except TraceRecordError:
+            return False
+        return True
+
+    def emit(self, name: str, payload: Record, **fields: Any) -> None:
+        """Build, check and deliver one record named `name`."""
+        record = self._build(name, payload, fields)
         with self._channel.lock:
             try:
                 validate_record(record)

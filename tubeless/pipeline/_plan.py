@@ -254,38 +254,43 @@ def _selection_errors(
     return errors
 
 
-def _target_reasons(targets: Sequence[Step]) -> dict[str, list[SelectionReason]]:
-    reasons: dict[str, list[SelectionReason]] = {}
+Reasons = dict[str, list[SelectionReason]]
 
-    def add(step_id: str, reason: SelectionReason) -> None:
-        entry = reasons.setdefault(step_id, [])
-        if reason not in entry:
-            entry.append(reason)
 
-    def prerequisites(step: Step, target: Step) -> Iterator[Step]:
-        for dep in step.depends_on:
-            add(dep.id, SelectionReason("required-dependency", target.id, step.id))
-            yield dep
-        for dep in step.skip_after_failure_of:
-            add(dep.id, SelectionReason("failure-gate", target.id, step.id))
-            yield dep
-        for dep in step.optional_depends_on:
-            add(dep.id, SelectionReason("optional-only", target.id, step.id))
+def _add_reason(reasons: Reasons, step_id: str, reason: SelectionReason) -> None:
+    entry = reasons.setdefault(step_id, [])
+    if reason not in entry:
+        entry.append(reason)
 
+
+def _prerequisites(step: Step, target: Step, reasons: Reasons) -> Iterator[Step]:
+    """Record why `step`'s prerequisites are reached, yielding those to expand."""
+    for dep in step.depends_on:
+        _add_reason(reasons, dep.id, SelectionReason("required-dependency", target.id, step.id))
+        yield dep
+    for dep in step.skip_after_failure_of:
+        _add_reason(reasons, dep.id, SelectionReason("failure-gate", target.id, step.id))
+        yield dep
+    for dep in step.optional_depends_on:
+        _add_reason(reasons, dep.id, SelectionReason("optional-only", target.id, step.id))
+
+
+def _target_reasons(targets: Sequence[Step]) -> Reasons:
+    reasons: Reasons = {}
     for target in targets:
-        add(target.id, SelectionReason("target", target_id=target.id))
+        _add_reason(reasons, target.id, SelectionReason("target", target_id=target.id))
         # Depth-first, as the reference walks it, so a shared prerequisite lists its paths
         # in the same order; a stack of generators instead of recursion keeps long chains
         # clear of the recursion limit.
         expanded = {target}
-        walks = [prerequisites(target, target)]
+        walks = [_prerequisites(target, target, reasons)]
         while walks:
             dep = next(walks[-1], None)
             if dep is None:
                 walks.pop()
             elif dep not in expanded:
                 expanded.add(dep)
-                walks.append(prerequisites(dep, target))
+                walks.append(_prerequisites(dep, target, reasons))
     return reasons
 
 

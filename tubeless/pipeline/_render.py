@@ -115,9 +115,10 @@ def render_mermaid(
     node = {step: f"step{index}" for index, step in enumerate(steps)}
     lines = [f"flowchart {direction}"]
     for step in steps:
-        label = _node_label(step)
+        label = step.name or step.id
         if include_descriptions and step.description:
             label = f"{label} — {step.description}"
+        label += _iteration_bound(step)
         lines.append(f'  {node[step]}["{escape_mermaid_label(label)}"]')
     edges = []
     for step in steps:
@@ -136,9 +137,8 @@ def render_mermaid(
     return "\n".join(lines) + "\n"
 
 
-def _node_label(step: Step) -> str:
-    label = step.name or step.id
+def _iteration_bound(step: Step) -> str:
     nested = step.nested
     if nested is not None and nested.mode == "iterate":
-        label += f" (at most {nested.max_iterations} iterations)"
-    return label
+        return f" (at most {nested.max_iterations} iterations)"
+    return ""

@@ -139,7 +139,11 @@ class StepScheduler:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self._max, thread_name_prefix="tubeless-step"
             )
-        active[self._pool.submit(self.run_step, index)] = index
+        step = self._order[index]
+        # Without a predicate to run first, the attempt begins here rather than on the
+        # worker, so steps start (and number their attempts) in dispatch order.
+        attempt = self._begin(step) if step.skip is None else None
+        active[self._pool.submit(self.run_step, index, attempt)] = index
         return False
 
     def _apply(self, outcome: StepOutcome, pending: list[int]) -> None:
@@ -249,11 +253,15 @@ class StepScheduler:
                 inputs[dep.id] = self.outputs[dep.id]
         return inputs
 
-    def run_step(self, index: int) -> StepOutcome:
-        """Run one step: skip predicate, handler (or preview) and output validation."""
+    def run_step(self, index: int, attempt: _Attempt | None = None) -> StepOutcome:
+        """Run one step: skip predicate, handler (or preview) and output validation.
+
+        `attempt` is given when the coordinator already began it (a step without a skip
+        predicate); otherwise it begins here, after the predicate decided to run.
+        """
         step = self._order[index]
         inputs = self._inputs(step)
-        if step.skip is not None:
+        if attempt is None and step.skip is not None:
             try:
                 decision = normalize_skip_decision(
                     step.skip(inputs, ExecutionContext(self._scope, step.id))
@@ -264,7 +272,7 @@ class StepScheduler:
                 return StepOutcome(index, cancelled_before_start=True)
             if decision is not None:
                 return self._publish(index, decision.value, None, decision)
-        attempt = self._begin(step)
+        attempt = attempt or self._begin(step)
         context = StepContext(self._scope, step.id, attempt.id)
         handler = step.run
         if self._scope.dry_run and callable(step.dry_run):
@@ -362,8 +370,13 @@ def terminal_record(report: StepReport) -> tuple[str, dict[str, Any], dict[str, 
 
 
 def trace_error(error: PipelineError) -> dict[str, Any]:
-    """The error's wire form bounded to the trace limits (128 issues, 4096-char strings)."""
+    """The error's wire form bounded to the trace limits (128 issues, 4096-char strings).
+
+    The step id is left out: a trace record names its step at the top level, and the trace
+    schema refuses `stepId` inside `error`.
+    """
     out = error.to_dict()
+    out.pop("stepId", None)
     issues = out.get("issues")
     if issues is not None:
         out["issues"] = [_bounded_issue(issue) for issue in issues[:128]]

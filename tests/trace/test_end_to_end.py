@@ -1,0 +1,171 @@
+"""Real runs through the record stream: emitted, written, read back, and never leaking values."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+from typing import Any
+
+import pytest
+
+from tubeless import create_steps, define_pipeline
+from tubeless.pipeline import _observe
+from tubeless.testing import MemoryTraceSink, RecordingLogger
+from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, compose_sinks, read_ndjson
+
+SECRET = "s3cr3t-value-9f27"
+
+
+def _tree() -> Any:
+    """A parent with a child step, a fan-out step and an iterate step (all observed)."""
+    inner_steps = create_steps()
+    load = inner_steps.step(
+        "load", run=lambda inputs, context: (context.log.info("loading"), SECRET)[1]
+    )
+    shout = inner_steps.step(
+        "shout", run=lambda inputs, context: inputs["load"].upper(), depends_on=[load]
+    )
+    inner = define_pipeline(id="inner", steps=[load, shout])
+
+    steps = create_steps({"type": "object", "properties": {"token": {"type": "string"}}})
+    child = steps.from_pipeline("child", pipeline=inner, map_options=lambda inputs, context: {})
+    fan = steps.for_each_pipeline(
+        "fan",
+        pipeline=inner,
+        items=lambda inputs, context: ["a", "b", "c"],
+        key=lambda item, index: f"item-{item}",
+        map_options=lambda item, index, inputs, context: {"item": item},
+        concurrency=2,
+        depends_on=[child],
+    )
+    loop = steps.iterate_pipeline(
+        "loop",
+        pipeline=inner,
+        max_iterations=3,
+        initial_state=lambda inputs, context: 0,
+        map_options=lambda state, inputs, context: {"round": state},
+        transition=lambda result, state, context: (
+            {"kind": "finish", "result": result}
+            if state >= 1
+            else {"kind": "next", "state": state + 1}
+        ),
+        depends_on=[fan],
+    )
+    return define_pipeline(id="tree", steps=[child, fan, loop])
+
+
+def test_records_read_back_from_ndjson_and_sqlite_equal_the_emitted_ones(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A run with child, fan-out and iterate steps round-trips field for field."""
+    memory = MemoryTraceSink()
+    ndjson_path = tmp_path / "deep" / "trace.ndjson"
+    store = SqliteTraceStore(tmp_path / "runs.sqlite")
+    ndjson = NdjsonTraceSink(ndjson_path)
+    run = _tree().run({"token": SECRET}, context={"tracing": compose_sinks(memory, ndjson, store)})
+    ndjson.close()
+    assert run.status == "completed"
+    emitted = memory.records
+    assert read_ndjson(ndjson_path) == emitted
+    assert store.events() == emitted
+    store.close()
+    relations = [r for r in emitted if r["name"] == "pipeline.started" and "iteration" in r]
+    assert [r["iteration"]["index"] for r in relations] == [1, 2]
+    assert {r["itemKey"] for r in emitted if r["pipelineId"] == "inner" and "itemKey" in r} == {
+        "item-a",
+        "item-b",
+        "item-c",
+        "iteration-1",
+        "iteration-2",
+    }
+
+
+def test_values_options_and_results_are_never_recorded() -> None:
+    """A secret in the options, step outputs and final result appears in no record."""
+    sink = MemoryTraceSink()
+    run = _tree().run({"token": SECRET}, context={"tracing": sink})
+    assert run.status == "completed"
+    assert SECRET.upper() in json.dumps(run.value)
+    text = json.dumps(sink.records)
+    assert SECRET not in text
+    assert SECRET.upper() not in text
+
+
+def test_one_run_emits_records_in_the_documented_order() -> None:
+    """started, planned for every step, step lifecycles, finalize, completed."""
+    steps = create_steps()
+    first = steps.step("first", run=lambda inputs, context: 1)
+    second = steps.step("second", run=lambda inputs, context: 2, depends_on=[first])
+    sink = MemoryTraceSink()
+    define_pipeline(id="order", steps=[first, second]).run(context={"tracing": sink})
+    names = [(r["name"], r.get("stepId")) for r in sink.records]
+    assert names == [
+        ("pipeline.started", None),
+        ("step.planned", "first"),
+        ("step.planned", "second"),
+        ("step.running", "first"),
+        ("step.complete", "first"),
+        ("step.running", "second"),
+        ("step.complete", "second"),
+        ("pipeline.finalize.started", None),
+        ("pipeline.finalize.completed", None),
+        ("pipeline.completed", None),
+    ]
+    assert all(r["version"] == 3 for r in sink.records)
+
+
+def test_a_failing_sink_warns_once_and_never_fails_the_run() -> None:
+    """The first sink failure logs one warning and retires it; a composed sink keeps the rest."""
+    broken = MemoryTraceSink(fail_after=2)
+    healthy = MemoryTraceSink()
+    log = RecordingLogger()
+    run = _tree().run({}, context={"tracing": compose_sinks(broken, healthy), "log": log})
+    assert run.status == "completed"
+    assert len(broken.records) == 2
+    assert healthy.records[-1]["name"] == "pipeline.completed"
+    assert len(log.messages("warning")) == 1
+
+    alone = MemoryTraceSink(fail_after=1)
+    log = RecordingLogger()
+    run = _tree().run({}, context={"tracing": alone, "log": log})
+    assert run.status == "completed"
+    assert len(alone.records) == 1
+    assert len(log.messages("warning")) == 1
+
+
+def test_records_reach_a_sink_serialised_when_steps_run_on_threads() -> None:
+    """Concurrent steps never interleave inside one export, and every run closes in order."""
+    inside = threading.Lock()
+    overlaps: list[str] = []
+
+    class CheckingSink(MemoryTraceSink):
+        def export(self, record: dict[str, Any]) -> None:
+            if not inside.acquire(blocking=False):
+                overlaps.append(record["name"])
+                return
+            try:
+                super().export(record)
+            finally:
+                inside.release()
+
+    sink = CheckingSink()
+    steps = create_steps()
+    parallel = [steps.step(f"s{i}", run=lambda inputs, context: 1) for i in range(8)]
+    run = define_pipeline(id="wide", steps=parallel).run(
+        controls={"max_concurrency": 4}, context={"tracing": sink}
+    )
+    assert run.status == "completed"
+    assert overlaps == []
+    assert sink.records[-1]["name"] == "pipeline.completed"
+
+
+def test_no_record_is_built_when_nothing_observes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a sink or hooks the executor never creates an observer or a record."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a record observer was created for an unobserved run")
+
+    monkeypatch.setattr(_observe.RunObserver, "__init__", refuse)
+    run = _tree().run({"token": SECRET})
+    assert run.status == "completed"
