@@ -1,0 +1,155 @@
+"""Live progress of agents: at most 32 call groups per batch and 32 turn groups."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from tubeless.agent import define_agent, define_tool
+from tubeless.agent._scripted import scripted_decide
+from tubeless.testing import MemoryTraceSink
+
+TEXT = {"type": "string"}
+FINISH = {"kind": "finish", "result": "done"}
+GROUP = re.compile(r"^iteration-\d+$")
+
+
+class Progress:
+    """An `on_record` hook keeping the progress payloads of the root run's `agent` step."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.payloads: list[dict[str, Any]] = []
+
+    def on_record(self, record: dict[str, Any]) -> None:
+        if record["name"] == "step.running" and "progress" in record["payload"]:
+            assert record["stepId"] == "agent"
+            with self._lock:
+                self.payloads.append(record["payload"]["progress"])
+
+
+def _calls_progress(sink: MemoryTraceSink) -> list[dict[str, Any]]:
+    return [
+        r["payload"]["progress"]
+        for r in sink.records
+        if r["name"] == "step.running" and r.get("stepId") == "calls" and "progress" in r["payload"]
+    ]
+
+
+def _agent(decisions: list[Any], handler: Any = None, **limits: int) -> Any:
+    tool = define_tool(
+        description="Work",
+        input_schema=TEXT,
+        output_schema=TEXT,
+        run=handler or (lambda value, context: value),
+    )
+    return define_agent(
+        id="progress-agent",
+        input_schema={"type": "object"},
+        result_schema=TEXT,
+        initial_state=lambda options: {},
+        decide=scripted_decide(decisions),
+        tools={"work": tool},
+        limits=limits,
+    )
+
+
+def _batch(size: int) -> dict[str, Any]:
+    return {
+        "kind": "continue",
+        "calls": [{"id": f"call-{i}", "tool": "work", "input": str(i)} for i in range(size)],
+    }
+
+
+def test_a_batch_of_100_calls_shows_at_most_32_call_groups(sink: MemoryTraceSink) -> None:
+    """Every calls-step update keeps 32 call rows plus a `+68 more` row, active first."""
+    hook = Progress()
+
+    run = _agent([_batch(100), FINISH]).run({}, None, {"tracing": sink, "hooks": hook})
+
+    assert run.status == "completed"
+    updates = _calls_progress(sink)
+    assert len(updates) == 200
+    for progress in updates:
+        rows = progress["details"]
+        assert len(rows) == 33
+        assert rows[-1] == {"id": "+more", "name": "+68 more"}
+        assert progress["total"] == 100
+    running_late = next(
+        p
+        for p in updates
+        if any(r.get("status") == "running" and r["id"] == "call-80" for r in p["details"])
+    )
+    shown = [row["id"] for row in running_late["details"][:-1]]
+    assert shown == [f"call-{i}" for i in range(31)] + ["call-80"]
+    assert running_late["message"] == "80/100 calls · 1 running"
+    final = updates[-1]
+    assert [row["id"] for row in final["details"][:-1]] == [f"call-{i}" for i in range(32)]
+    assert all(row["status"] == "completed" for row in final["details"][:-1])
+    assert final["message"] == "100/100 calls · 0 running"
+    for progress in hook.payloads:
+        call_rows = [r for r in progress["details"] if r["id"].startswith("iteration-1/calls/")]
+        assert len(call_rows) <= 33
+
+
+def test_a_failed_call_stays_visible_among_many(sink: MemoryTraceSink) -> None:
+    """Failed groups rank before pending and completed ones once the cap applies."""
+
+    def handler(value: str, context: Any) -> str:
+        if value == "70":
+            from tubeless.errors import ToolError
+
+            raise ToolError("NOPE", "call 70 failed")
+        return value
+
+    run = _agent([_batch(100), FINISH], handler).run({}, None, {"tracing": sink})
+
+    assert run.status == "completed"
+    final = _calls_progress(sink)[-1]
+    failed = [row for row in final["details"] if row["id"] == "call-70"]
+    assert failed == [
+        {"id": "call-70", "name": "call-70", "status": "failed", "label": "call 70 failed"}
+    ]
+    assert len(final["details"]) == 33
+
+
+def test_forty_turns_keep_the_current_group_and_31_recent_ones() -> None:
+    """The agent step shows the current turn, the 31 newest settled and an earlier-count row."""
+    hook = Progress()
+    decisions = [_batch(1) for _ in range(40)] + [FINISH]
+
+    run = _agent(decisions, max_turns=41, max_decisions=41).run({}, None, {"hooks": hook})
+
+    assert run.status == "completed"
+    assert hook.payloads
+    for progress in hook.payloads:
+        groups = [row for row in progress["details"] if GROUP.match(row["id"])]
+        assert len(groups) <= 32
+        assert re.match(r"^Iteration \d+ of at most 41", progress["message"])
+    last = hook.payloads[-1]
+    groups = [row["id"] for row in last["details"] if GROUP.match(row["id"])]
+    assert groups == ["iteration-41"] + [f"iteration-{n}" for n in range(40, 9, -1)]
+    assert last["details"][-1] == {"id": "earlier-iterations", "name": "9 earlier iterations"}
+    assert last["details"][0]["name"] == "Iteration 41"
+    nested = [row for row in last["details"] if row["id"].startswith("iteration-41/")]
+    assert [row["id"] for row in nested] == [
+        "iteration-41/decide",
+        "iteration-41/calls",
+        "iteration-41/reduce",
+    ]
+    assert all(row["depth"] == 1 for row in nested)
+
+
+def test_a_failing_turn_marks_its_group_failed() -> None:
+    """When a turn fails the current group is shown as failed."""
+    hook = Progress()
+
+    run = _agent([_batch(1), {"kind": "continue", "calls": []}]).run({}, None, {"hooks": hook})
+
+    assert run.status == "failed"
+    last = hook.payloads[-1]
+    current = next(row for row in last["details"] if row["id"] == "iteration-2")
+    assert current["status"] == "failed"
+    settled = next(row for row in last["details"] if row["id"] == "iteration-1")
+    assert settled["status"] == "completed"

@@ -1,0 +1,157 @@
+"""Step `calls`: dispatch an admitted batch to tool runs, bounded by `max_concurrency`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from tubeless._frozen import FrozenDict
+from tubeless.agent._turn import AgentRuntime, PreparedBatch, PreparedCall, turn_options
+from tubeless.errors import RunCancelledError, ToolError
+from tubeless.pipeline import PipelineRun, StepContext
+from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
+from tubeless.pipeline._child_run import child_failure, child_link, observed
+from tubeless.pipeline._classify import is_cancellation
+from tubeless.pipeline._context import cancellation_message, raise_if_cancelled
+from tubeless.pipeline._controls import RunControls
+from tubeless.pipeline._execute import execute_run
+from tubeless.pipeline._pool import run_lazily
+
+
+def _handler_tool_error(result: PipelineRun) -> ToolError | None:
+    """The handler's `ToolError`, when that alone failed the tool run."""
+    if result.status != "failed" or len(result.errors) != 1:
+        return None
+    error, exception = result.errors[0], result.first_exception()
+    if error.step_id != "tool" or error.code != "TUBELESS_STEP_FAILED":
+        return None
+    return exception if isinstance(exception, ToolError) else None
+
+
+class _CallsProgress:
+    """Call groups of one batch: at most 32 visible, active and failed first."""
+
+    def __init__(self, calls: tuple[PreparedCall, ...], context: StepContext) -> None:
+        self._ids = [call.id for call in calls]
+        self._status = dict.fromkeys(self._ids, "pending")
+        self._labels: dict[str, str] = {}
+        self._context = context
+        self._lock = threading.Lock()
+
+    def set(self, call_id: str, status: str, label: str | None = None) -> None:
+        with self._lock:
+            self._status[call_id] = status
+            if label is not None:
+                self._labels[call_id] = label
+            self._publish()
+
+    def _publish(self) -> None:
+        shown = visible_groups(self._ids, self._status, DETAIL_GROUP_LIMIT)
+        rows: list[dict[str, Any]] = []
+        for call_id in shown:
+            row: dict[str, Any] = {"id": call_id, "name": call_id, "status": self._status[call_id]}
+            if call_id in self._labels:
+                row["label"] = self._labels[call_id]
+            rows.append(row)
+        hidden = len(self._ids) - len(shown)
+        if hidden:
+            rows.append({"id": "+more", "name": f"+{hidden} more"})
+        settled = sum(1 for s in self._status.values() if s not in ("pending", "running"))
+        running = sum(1 for s in self._status.values() if s == "running")
+        message = f"{settled}/{len(self._ids)} calls · {running} running"
+        self._context.report_progress(settled, len(self._ids), message, rows)
+
+
+class _Batch:
+    """The state of one dispatched batch: outcomes in decision order, first fatal failure."""
+
+    def __init__(self, runtime: AgentRuntime, batch: PreparedBatch, context: StepContext) -> None:
+        self._runtime = runtime
+        self._calls = batch.calls
+        self._context = context
+        execution, invocation = turn_options(context.options)
+        self._attributes = {
+            "agent.runId": invocation.agent_run_id,
+            "agent.turn": execution.turn,
+            "agent.parentAttemptId": context.attempt_id,
+        }
+        self._controls = RunControls(dry_run=context.dry_run)
+        self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
+        self.failure: BaseException | None = None
+        self._lock = threading.Lock()
+        self._progress = _CallsProgress(self._calls, context) if observed(context) else None
+
+    def keep_going(self) -> bool:
+        return self.failure is None and not self._context.signal.is_set()
+
+    def run_call(self, index: int) -> None:
+        call = self._calls[index]
+        progress = self._progress
+        if progress:
+            progress.set(call.id, "running")
+        try:
+            outcome = self._dispatch(call)
+        except Exception as error:
+            with self._lock:
+                self.failure = self.failure or error
+            if progress:
+                cancelled = is_cancellation(error, self._context.signal)
+                progress.set(call.id, "cancelled" if cancelled else "failed", str(error))
+            return
+        self.outcomes[index] = outcome
+        if progress:
+            label = None if outcome["ok"] else outcome["error"]["message"]
+            progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
+
+    def _dispatch(self, call: PreparedCall) -> FrozenDict:
+        options = {
+            "input": call.input,
+            "attributes": {**self._attributes, "agent.callId": call.id, "agent.tool": call.tool},
+        }
+        link = child_link(self._context, item_key=call.id)
+        pipeline = self._runtime.tool_pipelines[call.tool]
+        result = execute_run(pipeline, options, self._controls, link=link, plan=call.plan)
+        if result.status == "completed" and result.finalized:
+            return FrozenDict(id=call.id, tool=call.tool, ok=True, value=result.value)
+        tool_error = _handler_tool_error(result)
+        if tool_error is None:
+            raise child_failure(pipeline, call.plan, result)
+        signal = self._context.signal
+        if signal.is_set():
+            # Cancellation wins over an expected failure: there is no observation to reduce.
+            raise RunCancelledError(cancellation_message(signal)) from tool_error
+        error = FrozenDict(code=tool_error.code, message=tool_error.message)
+        return FrozenDict(id=call.id, tool=call.tool, ok=False, error=error)
+
+
+class CallsStep:
+    """Step `calls`: run every admitted call as a child run and collect outcomes."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self._runtime = runtime
+
+    def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> tuple[FrozenDict, ...]:
+        decision = inputs["decide"]
+        if not isinstance(decision, PreparedBatch):
+            return ()
+        execution, invocation = turn_options(context.options)
+        raise_if_cancelled(context.signal)
+        admitted = execution.calls + len(decision.calls)
+        context.report_attempt(
+            1,
+            {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.callsAdmitted": admitted,
+                "agent.callCount": len(decision.calls),
+            },
+        )
+        batch = _Batch(self._runtime, decision, context)
+        workers = self._runtime.limits.max_concurrency
+        pool = invocation.pool(workers) if workers > 1 and len(decision.calls) > 1 else None
+        run_lazily(len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool)
+        if batch.failure is not None:
+            raise batch.failure
+        raise_if_cancelled(context.signal)
+        return tuple(outcome for outcome in batch.outcomes if outcome is not None)

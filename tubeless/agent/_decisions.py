@@ -1,0 +1,114 @@
+"""Checking what `decide` returns: untrusted data until proven to be a decision."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tubeless._frozen import FrozenDict
+from tubeless.errors import AgentError
+
+CALL_ID_LIMIT = 256
+_CALL_KEYS = frozenset({"id", "tool", "input"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentCall:
+    """One requested tool call, shape-checked (its input is not validated yet)."""
+
+    id: str
+    """Turn-local call id."""
+    tool: str
+    """Registered tool name (not yet resolved)."""
+    input: Any
+    """Raw arguments for the tool's input schema (`None` is a value)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContinueDecision:
+    """Run a batch of calls, then decide again."""
+
+    calls: tuple[AgentCall, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FinishDecision:
+    """Finish with a raw result (validated by the result schema next)."""
+
+    result: Any
+
+
+def _invalid(message: str) -> AgentError:
+    return AgentError(message, code="TUBELESS_AGENT_INVALID_DECISION")
+
+
+def _plain(value: object) -> bool:
+    return type(value) in (dict, FrozenDict)
+
+
+def _keys_text(keys: object) -> str:
+    return ", ".join(sorted(repr(key) for key in keys))  # type: ignore[attr-defined]
+
+
+def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
+    """Check the envelope and every call's shape.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_INVALID_DECISION` naming the offending key or call.
+    """
+    if not _plain(raw):
+        raise _invalid(f"Agent decision must be a plain dict, got {type(raw).__name__}")
+    assert isinstance(raw, dict)
+    kind = raw.get("kind")
+    if kind == "finish":
+        if "result" not in raw:
+            raise _invalid("Agent finish decision requires a result key (None is a valid result)")
+        extra = set(raw) - {"kind", "result"}
+        if extra:
+            raise _invalid(f"Agent finish decision has unexpected keys: {_keys_text(extra)}")
+        return FinishDecision(raw["result"])
+    if kind != "continue":
+        raise _invalid(
+            "Agent decision must be {'kind': 'finish', 'result': ...} or "
+            f"{{'kind': 'continue', 'calls': [...]}}, got kind {kind!r}"
+        )
+    extra = set(raw) - {"kind", "calls"}
+    if extra:
+        raise _invalid(f"Agent continue decision has unexpected keys: {_keys_text(extra)}")
+    calls = raw.get("calls")
+    if type(calls) not in (list, tuple) or not calls:
+        raise _invalid("Agent continue decision requires a non-empty calls list")
+    assert isinstance(calls, (list, tuple))
+    parsed = tuple(_parse_call(call, position) for position, call in enumerate(calls))
+    seen: set[str] = set()
+    for call in parsed:
+        if call.id in seen:
+            raise _invalid(f"Duplicate agent call id: {call.id}")
+        seen.add(call.id)
+    return ContinueDecision(parsed)
+
+
+def _parse_call(call: object, position: int) -> AgentCall:
+    where = f"Agent call #{position + 1}"
+    if not _plain(call):
+        raise _invalid(f"{where} must be a plain dict, got {type(call).__name__}")
+    assert isinstance(call, dict)
+    call_id = call.get("id")
+    if isinstance(call_id, str) and call_id.strip():
+        where = f"Agent call {call_id!r}"
+    missing = _CALL_KEYS - set(call)
+    if missing:
+        raise _invalid(
+            f"{where} requires the keys id, tool and input; missing {_keys_text(missing)}"
+        )
+    extra = set(call) - _CALL_KEYS
+    if extra:
+        raise _invalid(f"{where} has unexpected keys: {_keys_text(extra)}")
+    if not isinstance(call_id, str) or not call_id.strip():
+        raise _invalid(f"{where} requires a non-blank string id")
+    if len(call_id) > CALL_ID_LIMIT:
+        raise _invalid(f"Agent call #{position + 1} id is longer than {CALL_ID_LIMIT} characters")
+    tool = call["tool"]
+    if not isinstance(tool, str) or not tool.strip():
+        raise _invalid(f"{where} requires a non-blank string tool name")
+    return AgentCall(call_id, tool, call["input"])

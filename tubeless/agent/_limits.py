@@ -1,0 +1,73 @@
+"""Agent limits: bounds on turns, calls, decisions and concurrency for one invocation."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from tubeless.errors import AgentDefinitionError
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AgentLimits:
+    """Hard limits of one agent invocation."""
+
+    max_turns: int = 20
+    """Decision callbacks including the finishing one; also the bound on turn runs."""
+    max_calls: int = 100
+    """Tool calls admitted in all (whole batches, charged at admission; zero allowed)."""
+    max_decisions: int = 100
+    """Decision-callback admissions."""
+    max_concurrency: int = 1
+    """Tool handlers running at once; decisions and batches never overlap."""
+
+    def to_dict(self) -> dict[str, int]:
+        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxConcurrency}`."""
+        return {
+            "maxTurns": self.max_turns,
+            "maxCalls": self.max_calls,
+            "maxDecisions": self.max_decisions,
+            "maxConcurrency": self.max_concurrency,
+        }
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(AgentLimits))
+
+
+def _check(name: str, value: object) -> int:
+    minimum = 0 if name == "max_calls" else 1
+    safe = (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and minimum <= value <= MAX_SAFE_INTEGER
+    )
+    if not safe:
+        adjective = "nonnegative" if minimum == 0 else "positive"
+        raise AgentDefinitionError(
+            f"Agent {name} must be a {adjective} safe integer, got {value!r}"
+        )
+    return value  # type: ignore[return-value]
+
+
+def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimits:
+    """Check limits given as `AgentLimits`, a dict with snake_case keys, or `None`.
+
+    Raises:
+        AgentDefinitionError: for an unknown key ("Unsupported agent limit: <key>") or a
+            value that is not a safe integer of at least its minimum.
+    """
+    if limits is None:
+        return AgentLimits()
+    if isinstance(limits, AgentLimits):
+        values = {name: getattr(limits, name) for name in _FIELDS}
+    elif isinstance(limits, Mapping):
+        for key in limits:
+            if key not in _FIELDS:
+                raise AgentDefinitionError(f"Unsupported agent limit: {key}")
+        values = dict(limits)
+    else:
+        raise AgentDefinitionError("Agent limits must be an AgentLimits or a dict")
+    return AgentLimits(**{name: _check(name, value) for name, value in values.items()})

@@ -1,0 +1,130 @@
+"""Owned, frozen plain data: agent state and capability descriptors.
+
+Plain data is `None`, `bool`, `int`, finite `float`, `str`, lists/tuples of plain data and
+dicts with string keys of plain data. Mappings become read-only `FrozenDict`s and
+sequences tuples, so `json.dumps(state)` works and `==` compares by value. Tuples and
+`FrozenDict`s are checked like everything else (an outcome may hold a tool's mutable
+output) and reused only when nothing inside them needed a copy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tubeless._frozen import FrozenDict
+from tubeless.errors import AgentDefinitionError, AgentError
+
+_SCALARS = (str, int, bool)
+
+
+class _NotPlainError(ValueError):
+    """Why a value is not plain data, and where."""
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    text = "".join(f"[{part!r}]" for part in path)
+    return text or "the root"
+
+
+def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool) -> Any:
+    kind = type(value)
+    if value is None or kind in _SCALARS:
+        return value
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        raise _NotPlainError(f"{value!r} is not a finite number at {_where(path)}")
+    if kind is dict or kind is FrozenDict:
+        return _freeze_mapping(value, path, ancestors, sort_keys)
+    if kind is list or kind is tuple:
+        return _freeze_sequence(value, path, ancestors, sort_keys)
+    raise _NotPlainError(f"{kind.__name__} is not plain data at {_where(path)}")
+
+
+def _enter(value: Any, path: tuple[str | int, ...], ancestors: set[int]) -> None:
+    if id(value) in ancestors:
+        raise _NotPlainError(f"cycle at {_where(path)}")
+    ancestors.add(id(value))
+
+
+def _freeze_mapping(
+    value: dict[Any, Any], path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool
+) -> FrozenDict:
+    _enter(value, path, ancestors)
+    keys = list(value)
+    for key in keys:
+        if type(key) is not str:
+            raise _NotPlainError(f"key {key!r} is not a string at {_where(path)}")
+    if sort_keys:
+        keys.sort()
+    items = {key: _freeze(value[key], (*path, key), ancestors, sort_keys) for key in keys}
+    ancestors.discard(id(value))
+    if isinstance(value, FrozenDict) and list(value) == keys and _reusable(value, items):
+        return value
+    return FrozenDict(items)
+
+
+def _freeze_sequence(
+    value: list[Any] | tuple[Any, ...],
+    path: tuple[str | int, ...],
+    ancestors: set[int],
+    sort_keys: bool,
+) -> tuple[Any, ...]:
+    _enter(value, path, ancestors)
+    items = tuple(
+        _freeze(item, (*path, index), ancestors, sort_keys) for index, item in enumerate(value)
+    )
+    ancestors.discard(id(value))
+    if isinstance(value, tuple) and _reusable(value, items):
+        return value
+    return items
+
+
+def _reusable(
+    original: tuple[Any, ...] | FrozenDict, copy: tuple[Any, ...] | dict[str, Any]
+) -> bool:
+    """Whether an immutable `original` may stand for its `copy`: every part came back as is."""
+    parts = original.values() if isinstance(original, dict) else original
+    kept = copy.values() if isinstance(copy, dict) else copy
+    return all(new is old for new, old in zip(kept, parts, strict=True))
+
+
+def own_state(value: Any) -> Any:
+    """Copy and freeze `value` as agent state; the caller's object is never changed.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_INVALID_STATE`, naming where the value is not plain
+            data (NaN, infinities, sets, bytes, class instances, functions, non-string
+            keys and cycles are rejected); the reason is the `__cause__`.
+    """
+    try:
+        return _freeze(value, (), set(), False)
+    except _NotPlainError as reason:
+        raise AgentError(
+            f"Agent state must be finite primitives, lists and plain dicts: {reason}",
+            code="TUBELESS_AGENT_INVALID_STATE",
+        ) from reason
+    except RecursionError as reason:
+        raise AgentError(
+            "Agent state must be finite primitives, lists and plain dicts: nested too deeply",
+            code="TUBELESS_AGENT_INVALID_STATE",
+        ) from reason
+
+
+def own_descriptor(value: Any, label: str) -> FrozenDict:
+    """Copy and freeze a JSON Schema descriptor with every object's keys sorted.
+
+    Raises:
+        AgentDefinitionError: when the descriptor is not a JSON object of plain data.
+    """
+    if type(value) not in (dict, FrozenDict):
+        raise AgentDefinitionError(f"{label} descriptor must be a JSON object")
+    try:
+        frozen = _freeze(dict(value), (), set(), True)
+    except (_NotPlainError, RecursionError) as reason:
+        raise AgentDefinitionError(
+            f"{label} descriptor must be plain JSON data: {reason}"
+        ) from reason
+    assert isinstance(frozen, FrozenDict)
+    return frozen

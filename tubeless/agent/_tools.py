@@ -1,0 +1,180 @@
+"""`define_tool`: a handler with validated input and output, and its one-step pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from tubeless._frozen import FrozenDict
+from tubeless.agent._context import ToolContext
+from tubeless.agent._state import own_descriptor
+from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
+from tubeless.pipeline import Pipeline, StepContext, create_steps, define_pipeline
+from tubeless.schema import Schema, as_schema
+
+DESCRIPTION_LIMIT = 4096
+TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
+
+ToolHandler = Callable[[Any, ToolContext], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ToolSpec:
+    description: str
+    input_schema: Schema
+    output_schema: Schema
+    input_json_schema: FrozenDict
+    run: ToolHandler
+    preview: ToolHandler | None
+
+
+class AgentTool:
+    """An opaque, frozen tool handle made by `define_tool`.
+
+    Attributes:
+        description: what the tool does (shown to models).
+        input_json_schema: the frozen input descriptor (draft 2020-12, keys sorted).
+    """
+
+    __slots__ = ("__weakref__",)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("AgentTool is read-only")
+
+    @property
+    def description(self) -> str:
+        return tool_spec(self).description
+
+    @property
+    def input_json_schema(self) -> FrozenDict:
+        return tool_spec(self).input_json_schema
+
+    def __repr__(self) -> str:
+        return f"AgentTool({self.description[:40]!r})"
+
+
+_REGISTRY: weakref.WeakKeyDictionary[AgentTool, _ToolSpec] = weakref.WeakKeyDictionary()
+
+
+def tool_spec(tool: object) -> _ToolSpec:
+    """The private definition behind a handle made by `define_tool`.
+
+    Raises:
+        KeyError: when `tool` was not made by `define_tool`.
+    """
+    if not isinstance(tool, AgentTool):
+        raise KeyError(tool)
+    return _REGISTRY[tool]
+
+
+def _schema(value: object, label: str) -> Schema:
+    try:
+        return as_schema(value, label=label)
+    except SchemaDefinitionError as error:
+        raise AgentDefinitionError(
+            f"{label} requires a schema validator: a JSON Schema dict, a pydantic model or "
+            "TypeAdapter, or an object with validate()"
+        ) from error
+
+
+def input_descriptor(schema: Schema, explicit: object, label: str) -> FrozenDict:
+    """The frozen input JSON Schema: `explicit` when given, else the schema's own."""
+    if explicit is not None:
+        from tubeless.schema import json_schema
+
+        try:
+            json_schema(explicit)  # type: ignore[arg-type]
+        except (SchemaDefinitionError, TypeError) as error:
+            raise AgentDefinitionError(
+                f"{label} explicit JSON Schema descriptor: {error}"
+            ) from error
+        return own_descriptor(explicit, label)
+    try:
+        converted = schema.json_schema()
+    except Exception as error:
+        raise AgentDefinitionError(
+            f"{label} requires a JSON Schema input descriptor or explicit fallback"
+        ) from error
+    if converted is None:
+        raise AgentDefinitionError(
+            f"{label} requires a JSON Schema input descriptor or explicit fallback"
+        )
+    return own_descriptor(converted, label)
+
+
+def _check_description(description: object) -> str:
+    if not isinstance(description, str) or not description.strip():
+        raise AgentDefinitionError("Tool description must be a non-blank string")
+    if len(description) > DESCRIPTION_LIMIT:
+        raise AgentDefinitionError(
+            f"Tool description must be at most {DESCRIPTION_LIMIT} characters"
+        )
+    return description
+
+
+def define_tool(
+    *,
+    description: str,
+    input_schema: object,
+    output_schema: object,
+    run: ToolHandler,
+    input_json_schema: Mapping[str, Any] | None = None,
+    dry_run: Literal["skip"] | ToolHandler | None = None,
+) -> AgentTool:
+    """Define a tool an agent may call.
+
+    Args:
+        description: what the tool does, non-blank, at most 4096 characters.
+        input_schema: validates (and may transform) the model's raw arguments.
+        output_schema: validates (and may transform) what `run` returns.
+        run: `run(validated_input, context)`; raise `ToolError(code, message)` for an
+            expected domain failure the agent should see.
+        input_json_schema: explicit input descriptor, used instead of the schema's own.
+        dry_run: `None`/`"skip"` (skip in dry runs) or a preview with `run`'s signature.
+
+    Raises:
+        AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
+            description, output schema, handler and dry-run policy, input descriptor.
+    """
+    text = _check_description(description)
+    output = _schema(output_schema, "Tool output")
+    if not callable(run) or not (dry_run is None or dry_run == "skip" or callable(dry_run)):
+        raise AgentDefinitionError(
+            "Tool requires a callable run handler and a dry-run policy of None, 'skip' or a "
+            "callable preview"
+        )
+    source = _schema(input_schema, "Tool input")
+    descriptor = input_descriptor(source, input_json_schema, "Tool input")
+    handle = object.__new__(AgentTool)
+    _REGISTRY[handle] = _ToolSpec(
+        description=text,
+        input_schema=source,
+        output_schema=output,
+        input_json_schema=descriptor,
+        run=run,
+        preview=dry_run if callable(dry_run) else None,
+    )
+    return handle
+
+
+def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepContext], Any]:
+    def run_tool(inputs: Mapping[str, Any], context: StepContext) -> Any:
+        options = context.options
+        context.report_attempt(1, options["attributes"])
+        return handler(options["input"], ToolContext(context))
+
+    return run_tool
+
+
+def tool_pipeline(agent_id: str, name: str, spec: _ToolSpec) -> Pipeline:
+    """Compile `<agent id>/tool/<name>`: one step `tool`, which is also the finalizer."""
+    step = create_steps().step(
+        "tool",
+        run=_tool_handler(spec.run),
+        output_schema=spec.output_schema,
+        dry_run=_tool_handler(spec.preview) if spec.preview else "skip",
+    )
+    return define_pipeline(id=f"{agent_id}/tool/{name}", steps=[step], finalize=step)

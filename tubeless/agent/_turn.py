@@ -1,0 +1,223 @@
+"""One agent turn: the `decide -> calls -> reduce` steps of `<id>/turn`."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tubeless._frozen import FrozenDict
+from tubeless.agent._context import DecisionContext
+from tubeless.agent._decisions import ContinueDecision, parse_decision
+from tubeless.agent._limits import AgentLimits
+from tubeless.agent._state import own_state
+from tubeless.agent._tools import _ToolSpec
+from tubeless.errors import AgentError, AgentLimitError
+from tubeless.pipeline import Pipeline, PipelinePlan, StepContext
+from tubeless.pipeline._context import raise_if_cancelled
+from tubeless.schema import Schema, validate_boundary
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentRuntime:
+    """Everything an invocation needs from the definition (immutable, shared)."""
+
+    agent_id: str
+    limits: AgentLimits
+    tools: Mapping[str, _ToolSpec]
+    tool_pipelines: Mapping[str, Pipeline]
+    capabilities: tuple[FrozenDict, ...]
+    result_schema: Schema
+    result_json_schema: FrozenDict
+    initial_state: Callable[[Any], Any]
+    decide: Callable[[Any, DecisionContext], Any]
+    reduce: Callable[[Any, tuple[FrozenDict, ...]], Any] | None
+    dry_run: Callable[[Any, DecisionContext], Any] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Execution:
+    """Per-invocation counters carried from turn to turn."""
+
+    state: Any
+    turn: int
+    state_version: int
+    calls: int
+
+
+class Invocation:
+    """Resources of one agent invocation: the tool pool, reused by every batch."""
+
+    __slots__ = ("_lock", "_pool", "agent_run_id", "options")
+
+    def __init__(self, agent_run_id: str, options: Any) -> None:
+        self.agent_run_id = agent_run_id
+        self.options = options
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def pool(self, workers: int) -> concurrent.futures.ThreadPoolExecutor:
+        """The invocation's thread pool, made on first use."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=workers, thread_name_prefix="tubeless-tool"
+                )
+            return self._pool
+
+    def close(self) -> None:
+        """Shut the pool down, waiting for its threads."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A call whose tool is resolved and whose input is validated (transformed once)."""
+
+    id: str
+    tool: str
+    input: Any
+    plan: PipelinePlan
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedFinish:
+    """A validated finish: the transformed result."""
+
+    result: Any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """An admitted batch of prepared calls."""
+
+    calls: tuple[PreparedCall, ...]
+
+
+def turn_options(options: Mapping[str, Any]) -> tuple[Execution, Invocation]:
+    """Unpack a turn run's options."""
+    return options["execution"], options["invocation"]
+
+
+class DecideStep:
+    """Step `decide`: ask for a decision, check it, and prepare the batch."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self._runtime = runtime
+
+    def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
+        runtime = self._runtime
+        execution, invocation = turn_options(context.options)
+        signal = context.signal
+        raise_if_cancelled(signal)
+        if execution.turn > runtime.limits.max_decisions:
+            raise AgentLimitError(
+                "max_decisions",
+                bound=runtime.limits.max_decisions,
+                consumed=execution.turn - 1,
+                requested=1,
+            )
+        callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
+        view = DecisionContext(
+            context,
+            options=invocation.options,
+            turn=execution.turn,
+            state_version=execution.state_version,
+            capabilities=runtime.capabilities,
+            result_json_schema=runtime.result_json_schema,
+        )
+        decision = parse_decision(callback(execution.state, view))
+        raise_if_cancelled(signal)
+        batch = decision.calls if isinstance(decision, ContinueDecision) else ()
+        context.report_attempt(
+            1,
+            {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.stateVersion": execution.state_version,
+                "agent.callsAdmitted": execution.calls,
+                "agent.decision": "continue" if batch else "finish",
+                "agent.callCount": len(batch),
+            },
+        )
+        if not isinstance(decision, ContinueDecision):
+            result = validate_boundary(
+                runtime.result_schema, decision.result, "Agent finish result"
+            )
+            raise_if_cancelled(signal)
+            return PreparedFinish(result)
+        self._admit(execution, len(batch))
+        return PreparedBatch(self._prepare(decision, context))
+
+    def _admit(self, execution: Execution, size: int) -> None:
+        limits = self._runtime.limits
+        if execution.turn >= limits.max_turns:
+            raise AgentLimitError(
+                "max_turns", bound=limits.max_turns, consumed=execution.turn, requested=1
+            )
+        if size > limits.max_calls - execution.calls:
+            raise AgentLimitError(
+                "max_calls", bound=limits.max_calls, consumed=execution.calls, requested=size
+            )
+
+    def _prepare(
+        self, decision: ContinueDecision, context: StepContext
+    ) -> tuple[PreparedCall, ...]:
+        runtime = self._runtime
+        for call in decision.calls:
+            if call.tool not in runtime.tools:
+                raise AgentError(
+                    f"Unknown agent tool: {call.tool}", code="TUBELESS_AGENT_INVALID_DECISION"
+                )
+        prepared = []
+        for call in decision.calls:
+            raise_if_cancelled(context.signal)
+            spec = runtime.tools[call.tool]
+            value = validate_boundary(
+                spec.input_schema, call.input, f"Agent tool {call.tool} input"
+            )
+            raise_if_cancelled(context.signal)
+            plan = runtime.tool_pipelines[call.tool].plan({"dry_run": context.dry_run})
+            if not plan.ok:
+                raise AgentError(
+                    f"Agent tool {call.tool} has an invalid plan",
+                    code="TUBELESS_AGENT_INVALID_DECISION",
+                )
+            prepared.append(PreparedCall(call.id, call.tool, value, plan))
+        return tuple(prepared)
+
+
+class ReduceStep:
+    """Step `reduce`: commit the next state once per successful batch, or finish."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self._runtime = runtime
+
+    def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
+        decision = inputs["decide"]
+        if isinstance(decision, PreparedFinish):
+            return {"kind": "finish", "result": decision.result}
+        execution, invocation = turn_options(context.options)
+        outcomes: tuple[FrozenDict, ...] = inputs["calls"]
+        raise_if_cancelled(context.signal)
+        state = execution.state
+        if self._runtime.reduce is not None:
+            state = own_state(self._runtime.reduce(state, outcomes))
+        raise_if_cancelled(context.signal)
+        admitted = execution.calls + len(outcomes)
+        context.report_attempt(
+            1,
+            {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.stateVersion": execution.state_version + 1,
+                "agent.callsAdmitted": admitted,
+            },
+        )
+        following = Execution(state, execution.turn + 1, execution.state_version + 1, admitted)
+        return {"kind": "next", "state": following}
