@@ -1,21 +1,73 @@
-"""tubeless: typed, observable pipelines and a bounded, validated agent loop."""
+"""tubeless: typed, observable pipelines and a bounded, validated agent loop.
+
+Everyday names live here; the parts are `tubeless.pipeline`, `tubeless.agent`,
+`tubeless.schema`, `tubeless.trace`, `tubeless.cli`, `tubeless.errors` and
+`tubeless.testing`.
+"""
 
 import logging as _logging
 
+from tubeless.agent import (
+    AgentLimits,
+    AgentTool,
+    DecisionContext,
+    ToolContext,
+    define_agent,
+    define_tool,
+)
+from tubeless.cli import PipelineCommand, Project, define_pipeline_command, define_project
 from tubeless.errors import (
     PipelineDefinitionError,
+    PipelineError,
     PipelineExecutionError,
+    RunCancelledError,
     SchemaIssues,
     ToolError,
     TubelessError,
+)
+from tubeless.pipeline import (
+    ExecutionContext,
+    Pipeline,
+    PipelinePlan,
+    PipelineRun,
+    RunContext,
+    RunControls,
+    Step,
+    StepContext,
+    create_steps,
+    define_pipeline,
+    require_outputs,
 )
 
 _logging.getLogger("tubeless").addHandler(_logging.NullHandler())
 
 __all__ = [
+    "AgentLimits",
+    "AgentTool",
+    "DecisionContext",
+    "ExecutionContext",
+    "Pipeline",
+    "PipelineCommand",
     "PipelineDefinitionError",
+    "PipelineError",
     "PipelineExecutionError",
+    "PipelinePlan",
+    "PipelineRun",
+    "Project",
+    "RunCancelledError",
+    "RunContext",
+    "RunControls",
     "SchemaIssues",
+    "Step",
+    "StepContext",
+    "ToolContext",
     "ToolError",
     "TubelessError",
+    "create_steps",
+    "define_agent",
+    "define_pipeline",
+    "define_pipeline_command",
+    "define_project",
+    "define_tool",
+    "require_outputs",
 ]

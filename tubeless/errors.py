@@ -16,8 +16,12 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── TraceSinkError             a trace sink could not take a record; `.partial`
     │   ├── TraceStoreError            a trace file or store cannot be opened or read
     │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
-    │   └── AgentError                 a model decision or state was rejected at run time
-    │       └── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
+    │   ├── AgentError                 a model decision or state was rejected at run time
+    │   │   └── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
+    │   ├── CliHelpRequested           `--help` was given; `.help_text` is what to print
+    │   ├── CliValidationError         command-line arguments were rejected; `.errors`
+    │   │   └── CliUsageError          command-line arguments could not be parsed at all
+    │   └── CliLoadError               the CLI could not load a module or store; `.exit_code`
     └── ValueError
         ├── SchemaIssues               raised by validators: the value has `.issues` (no code)
         └── SchemaValidationError      a boundary rejected a value; `.issues`, `.boundary`
@@ -35,21 +39,27 @@ phase and kind; `format_pipeline_error` renders the one-line form.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from tubeless.pipeline._report import PipelineRun
 
 __all__ = [
     "AGENT_ERROR_CODES",
     "ERROR_CODE_CLASSIFICATION",
+    "MAX_CAUSE_DEPTH",
     "PIPELINE_ERROR_CODES",
     "AgentDefinitionError",
     "AgentError",
     "AgentLimitError",
     "ChildPipelineError",
+    "CliHelpRequested",
+    "CliLoadError",
+    "CliUsageError",
+    "CliValidationError",
     "DefinitionIdentityError",
     "ErrorCause",
     "ErrorKind",
@@ -72,7 +82,9 @@ __all__ = [
     "TubelessError",
     "format_pipeline_error",
     "is_pipeline_error_code",
+    "nested_cause",
     "normalize_cause",
+    "source_code_of",
 ]
 
 ErrorPhase = Literal["definition", "planning", "execution", "finalization"]
@@ -327,7 +339,7 @@ def source_code_of(value: object) -> str | None:
 def normalize_cause(value: object, *, _seen: set[int] | None = None, _depth: int = 0) -> ErrorCause:
     """Copy an exception and its `__cause__` chain into JSON-safe `ErrorCause` links.
 
-    At most eight links are kept (the eighth reads "Cause chain truncated"); an exception
+    At most eight links are kept, and a ninth reads "Cause chain truncated"; an exception
     met twice becomes "Circular cause"; a property that raises counts as missing.
     """
     if _depth >= MAX_CAUSE_DEPTH:
@@ -543,6 +555,59 @@ class AgentLimitError(AgentError):
             f"(consumed={consumed}, requested={requested}, scope={self.scope})",
             code="TUBELESS_AGENT_LIMIT_REACHED",
         )
+
+
+class CliHelpRequested(TubelessError):  # noqa: N818 - the reference's public name
+    """`-h`/`--help` was given: print `help_text` and exit 0."""
+
+    help_text: str
+
+    def __init__(self, help_text: str) -> None:
+        super().__init__("Help requested", code="TUBELESS_CLI_HELP")
+        self.help_text = help_text
+
+
+class CliValidationError(TubelessError):
+    """Command-line arguments were parsed but rejected (exit code 4 for a command).
+
+    `errors` holds one message per problem; `help_text` is the command's help, printed
+    after the errors.
+    """
+
+    errors: tuple[str, ...]
+    help_text: str
+
+    def __init__(
+        self, errors: Iterable[str], help_text: str = "", *, code: str = "TUBELESS_CLI_VALIDATION"
+    ) -> None:
+        self.errors = tuple(errors) or ("Invalid arguments",)
+        self.help_text = help_text
+        super().__init__("; ".join(self.errors), code=code)
+
+
+class CliUsageError(CliValidationError):
+    """Command-line arguments could not be parsed: an unknown flag, a missing value, ...
+
+    For a command's own arguments it is a validation error (exit code 4); for the
+    workbench's own flags it is a usage error (exit code 1).
+    """
+
+    def __init__(self, errors: Iterable[str], help_text: str = "") -> None:
+        super().__init__(errors, help_text, code="TUBELESS_CLI_USAGE")
+
+
+class CliLoadError(TubelessError):
+    """The CLI could not load what it was pointed at; `exit_code` says how it failed.
+
+    `exit_code` is 2 for a missing or broken module, project file or store (and a lookup
+    that found nothing), 3 for a `PipelineDefinitionError` raised while importing.
+    """
+
+    exit_code: int
+
+    def __init__(self, message: str, *, exit_code: int = 2) -> None:
+        super().__init__(message, code="TUBELESS_CLI_LOAD_FAILED")
+        self.exit_code = exit_code
 
 
 class SchemaIssues(ValueError):  # noqa: N818 - the documented public name

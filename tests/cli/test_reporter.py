@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from tubeless.cli._reporter import PlainReporter, create_reporter
 from tubeless.cli._reporter_base import PipelineReporter
 from tubeless.cli._reporter_tty import InteractiveReporter

@@ -14,6 +14,7 @@ from typing import Any
 
 import pexpect
 import pytest
+
 from tubeless.cli._reporter import create_reporter
 from tubeless.cli._reporter_base import PipelineReporter
 

@@ -6,6 +6,7 @@ import io
 import os
 
 import pytest
+
 from tubeless.cli._terminal import (
     SYMBOL_SETS,
     Theme,

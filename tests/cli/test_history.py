@@ -1,0 +1,146 @@
+"""Tests for `tubeless history`, through the real CLI, on stores written by `run --store`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tubeless.trace import SqliteTraceStore, validate_record
+
+pytestmark = pytest.mark.slow
+
+_LIST_LINE = re.compile(
+    r"(?P<run>greet:[0-9a-f-]{36})  greet  (?P<status>\w+)  "
+    r"started \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z  \d+(\.\d+)?ms"
+)
+
+
+def _record_runs(cli: Any, *names: str, fail: bool = False) -> None:
+    cli.write_fixture("greet")
+    for name in names:
+        extra = ["--fail"] if fail else []
+        cli("run", "--store", ".tubeless/runs.sqlite", "greet.py", "--", "--name", name, *extra)
+
+
+def test_history_lists_recorded_runs_from_the_default_store(cli: Any) -> None:
+    """Each recorded run is one line: id, pipeline, status, start time, duration."""
+    _record_runs(cli, "Ada", "Bob")
+    result = cli("history")
+    assert (result.code, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert all(_LIST_LINE.fullmatch(line) for line in lines), lines
+    assert {_LIST_LINE.fullmatch(line)["status"] for line in lines} == {"completed"}  # type: ignore[index]
+
+
+def test_history_json_lists_run_summaries(cli: Any) -> None:
+    """`--json` gives `{runs: [{runId, pipelineId, startedAtMs, status, durationMs}]}`."""
+    _record_runs(cli, "Ada")
+    document = json.loads(cli("history", "--json").stdout)
+    (run,) = document["runs"]
+    assert list(run) == ["runId", "pipelineId", "startedAtMs", "status", "durationMs"]
+    assert (run["pipelineId"], run["status"]) == ("greet", "completed")
+
+
+def test_history_shows_one_run_in_detail(cli: Any) -> None:
+    """A run id prints the run's header, steps, logs and error."""
+    _record_runs(cli, "x", fail=True)
+    run_id = json.loads(cli("history", "--json").stdout)["runs"][0]["runId"]
+    result = cli("history", run_id)
+    text = result.stdout
+    assert result.code == 0
+    assert text.startswith(f"Run {run_id}\nPipeline greet\nStatus failed\nStarted ")
+    assert "\nSteps:\n  greet  failed  " in text
+    assert "\n  polish  skipped\n" in text or "\n  polish  skipped  " in text
+    assert text.endswith("\nError:\n  TUBELESS_STEP_FAILED  greeting refused\n")
+    detail = json.loads(cli("history", "--json", run_id).stdout)
+    assert (detail["runId"], detail["status"]) == (run_id, "failed")
+
+
+def test_history_detail_lists_the_logs(cli: Any) -> None:
+    """Step logs recorded in the store appear under `Logs:`."""
+    _record_runs(cli, "Ada")
+    run_id = json.loads(cli("history", "--json").stdout)["runs"][0]["runId"]
+    assert "\nLogs:\n  [log] greeting Ada\n" in cli("history", run_id).stdout
+
+
+def test_history_events_print_raw_records_with_ids(cli: Any) -> None:
+    """`--events` prints each stored record as one JSON line with its row id."""
+    _record_runs(cli, "Ada")
+    lines = cli("history", "--events").stdout.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [event["id"] for event in events] == list(range(1, len(events) + 1))
+    for event in events:
+        validate_record({key: value for key, value in event.items() if key != "id"})
+    with SqliteTraceStore(cli.directory / ".tubeless/runs.sqlite", read_only=True) as store:
+        assert [{k: v for k, v in e.items() if k != "id"} for e in events] == store.events()
+
+
+def test_history_reads_an_ndjson_trace(cli: Any) -> None:
+    """`--trace FILE` projects the runs of an NDJSON trace."""
+    cli.write_fixture("greet")
+    cli("run", "--trace", "trace.ndjson", "greet.py", "--", "--name", "Ada")
+    listed = cli("history", "--trace", "trace.ndjson")
+    run_id = json.loads(cli("history", "--trace", "trace.ndjson", "--json").stdout)["runs"][0][
+        "runId"
+    ]
+    events = cli("history", "--trace", "trace.ndjson", "--events", run_id).stdout.splitlines()
+    assert _LIST_LINE.fullmatch(listed.stdout.strip())
+    assert json.loads(events[0])["id"] == 0
+
+
+def test_history_unknown_run_is_a_usage_error(cli: Any) -> None:
+    """An unknown run id exits 1, for the detail and for `--events`."""
+    _record_runs(cli, "Ada")
+    detail = cli("history", "nope")
+    events = cli("history", "--events", "nope")
+    assert (detail.code, events.code) == (1, 1)
+    assert detail.stderr.startswith('Error: Unknown run "nope".\n\nusage: tubeless history')
+
+
+def test_history_missing_files_exit_2_and_create_nothing(cli: Any) -> None:
+    """A missing store or trace exits 2 and no file or directory is created."""
+    store = cli("history")
+    trace = cli("history", "--trace", "absent.ndjson")
+    assert (store.code, trace.code) == (2, 2)
+    assert (
+        store.stderr == f"Error: Run store not found at {cli.directory / '.tubeless/runs.sqlite'}\n"
+    )
+    assert trace.stderr.startswith("Error: Trace file not found at ")
+    assert list(Path(cli.directory).iterdir()) == []
+
+
+def test_history_does_not_change_the_store(cli: Any) -> None:
+    """Reading a store leaves its database file byte for byte as it was."""
+    _record_runs(cli, "Ada")
+    database = cli.directory / ".tubeless/runs.sqlite"
+    before = database.read_bytes()
+    for args in ((), ("--json",), ("--events",)):
+        assert cli("history", *args).code == 0
+    assert database.read_bytes() == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SqliteTraceStore(read_only=True) opens a WAL store with mode=ro, which leaves "
+    "-wal/-shm files behind (owned by tubeless/trace/_sqlite.py)",
+)
+def test_history_leaves_no_sidecar_files(cli: Any) -> None:
+    """Reading a cleanly closed store creates no `-wal` or `-shm` file beside it."""
+    _record_runs(cli, "Ada")
+    directory = cli.directory / ".tubeless"
+    before = sorted(path.name for path in directory.iterdir())
+    assert cli("history").code == 0
+    assert sorted(path.name for path in directory.iterdir()) == before
+
+
+def test_history_exclusive_options_are_usage_errors(cli: Any) -> None:
+    """`--store` with `--trace`, and `--json` with `--events`, exit 1."""
+    both_sources = cli("history", "--store", "a", "--trace", "b")
+    both_outputs = cli("history", "--json", "--events")
+    assert (both_sources.code, both_outputs.code) == (1, 1)
+    assert "not allowed with argument" in both_sources.stderr.splitlines()[0]

@@ -1,0 +1,67 @@
+"""`man/tubeless.1` is generated from the real parser and must not drift from it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("argparse_manpage")
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "man" / "tubeless.1"
+
+
+def test_the_committed_man_page_matches_the_parser(tmp_path: Path) -> None:
+    """Regenerating the page with `python -m tubeless.cli._man` gives the committed bytes."""
+    target = tmp_path / "tubeless.1"
+    subprocess.run(
+        [sys.executable, "-m", "tubeless.cli._man", str(target)],
+        check=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert target.read_text(encoding="utf-8") == PAGE.read_text(encoding="utf-8"), (
+        "man/tubeless.1 is out of date: run `python -m tubeless.cli._man man/tubeless.1`"
+    )
+
+
+def test_the_page_renders_every_command_and_option() -> None:
+    """groff renders a section per command and every option with its sentence of help."""
+    groff = shutil.which("groff")
+    if groff is None:
+        pytest.skip("groff is not installed")
+    rendered = subprocess.run(
+        [groff, "-man", "-Tascii", str(PAGE)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    text = re.sub(r".\x08", "", rendered)
+    flat = " ".join(re.sub(r"-\n\s*", "", text).split())
+    for command in ("list", "inspect", "plan", "graph", "run", "history"):
+        assert f"COMMAND 'tubeless {command}'" in flat
+    for option in (
+        "--export NAME",
+        "--project PATH",
+        "--target ID",
+        "--step ID",
+        "--dry-run",
+        "--explain",
+        "--json",
+        "--direction DIRECTION",
+        "--descriptions",
+        "--markdown",
+        "--trace PATH",
+        "--store PATH",
+        "--events",
+        "RUN_ID",
+    ):
+        assert option in flat, option
+    assert "Append the run's trace records to the SQLite store at PATH." in flat
+    assert "Exit codes: 0 success" in flat

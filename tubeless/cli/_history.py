@@ -1,0 +1,97 @@
+"""`tubeless history`: recorded runs from a SQLite store or an NDJSON trace (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tubeless.cli._exit import ExitCode
+from tubeless.cli._workbench_parser import DEFAULT_STORE
+from tubeless.errors import CliLoadError, CliUsageError, TraceSinkError, TraceStoreError
+
+__all__ = ["run_history"]
+
+
+def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
+    from tubeless.trace import SqliteTraceStore, read_ndjson
+
+    cwd = Path.cwd()
+    if arguments.trace is not None:
+        path = cwd / arguments.trace
+        if not path.exists():
+            raise CliLoadError(f"Trace file not found at {path}")
+        rows = list(enumerate(read_ndjson(path)))
+        if arguments.run_id is not None:
+            rows = [
+                (row_id, record) for row_id, record in rows if record["runId"] == arguments.run_id
+            ]
+        return rows
+    path = cwd / (arguments.store or DEFAULT_STORE)
+    if not path.exists():
+        raise CliLoadError(f"Run store not found at {path}")
+    with SqliteTraceStore(path, read_only=True) as store:
+        return store.event_rows(run_id=arguments.run_id)
+
+
+def _summary(run: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "runId": run.run_id,
+        "pipelineId": run.pipeline_id,
+        "startedAtMs": run.started_at_ms,
+        "status": run.status,
+    }
+    if run.duration_ms is not None:
+        out["durationMs"] = run.duration_ms
+    return out
+
+
+def _unknown_run(run_id: str) -> CliUsageError:
+    return CliUsageError([f'Unknown run "{run_id}".'])
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def run_history(arguments: argparse.Namespace) -> int:
+    """List recorded runs, show one, or print raw events; never creates or changes a store.
+
+    Raises:
+        CliLoadError: when the store or trace is missing or unreadable.
+        CliUsageError: for an unknown run id.
+    """
+    from tubeless.trace import format_run_detail, format_run_list, project_runs
+
+    try:
+        rows = _read_events(arguments)
+    except (TraceStoreError, TraceSinkError) as error:
+        raise CliLoadError(str(error)) from error
+    run_id = arguments.run_id
+    if arguments.events:
+        if run_id is not None and not rows:
+            raise _unknown_run(run_id)
+        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        _write("".join(encode({"id": row_id, **record}) + "\n" for row_id, record in rows))
+        return ExitCode.SUCCESS
+    runs = project_runs([record for _, record in rows], [row_id for row_id, _ in rows])
+    if run_id is None:
+        if arguments.json:
+            _write(
+                json.dumps({"runs": [_summary(run) for run in runs]}, indent=2, ensure_ascii=False)
+                + "\n"
+            )
+        else:
+            _write(format_run_list(runs))
+        return ExitCode.SUCCESS
+    found = next((run for run in runs if run.run_id == run_id), None)
+    if found is None:
+        raise _unknown_run(run_id)
+    if arguments.json:
+        _write(json.dumps(found.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _write(format_run_detail(found))
+    return ExitCode.SUCCESS

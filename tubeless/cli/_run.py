@@ -1,0 +1,121 @@
+"""`tubeless run`: load a pipeline command, wire traces and Ctrl-C, run it, pick the exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tubeless.cli._argparse import StrictArgumentParser
+from tubeless.cli._command import PipelineCommand
+from tubeless.cli._destinations import destinations_conflict
+from tubeless.cli._exit import ExitCode, exit_code_for
+from tubeless.cli._failure import print_failure, print_rejected
+from tubeless.cli._interrupt import InterruptGuard
+from tubeless.cli._sources import resolve_target
+from tubeless.cli._stdout import diverted_stdout
+from tubeless.errors import CliHelpRequested, CliUsageError, CliValidationError
+
+__all__ = ["run_run"]
+
+_AFTER_DASHES = "Application flags belong after --."
+
+
+def _parse(parser: StrictArgumentParser, argv: Sequence[str]) -> tuple[Any, list[str]]:
+    tokens = list(argv)
+    split = tokens.index("--") if "--" in tokens else len(tokens)
+    try:
+        arguments = parser.parse_strictly(tokens[:split])
+    except CliUsageError as error:
+        messages = [f"{message.rstrip('.')}. {_AFTER_DASHES}" for message in error.errors]
+        raise CliUsageError(messages, error.help_text) from None
+    if arguments.app_args:
+        raise CliUsageError(
+            [f"Unexpected argument {arguments.app_args[0]!r}. {_AFTER_DASHES}"],
+            parser.format_help(),
+        )
+    return arguments, tokens[split + 1 :]
+
+
+def run_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
+    """`tubeless run [options] FILE|ID [-- APP-ARGS]`; returns the exit code.
+
+    Raises:
+        CliUsageError: for bad workbench arguments or a store and trace on one file.
+        CliLoadError: when the command cannot be loaded.
+    """
+    arguments, app_args = _parse(parser, argv)
+    cwd = Path.cwd()
+    target = resolve_target(arguments.source, arguments.export, arguments.project, cwd)
+    command = target.command()
+    store = None if arguments.store is None else cwd / arguments.store
+    trace = None if arguments.trace in (None, "-") else cwd / arguments.trace
+    if store is not None and trace is not None and destinations_conflict(store, trace):
+        raise CliUsageError(
+            ["--store and --trace cannot write to the same file."], parser.format_help()
+        )
+    with contextlib.ExitStack() as stack:
+        stdout_trace = stack.enter_context(diverted_stdout()) if arguments.trace == "-" else None
+        try:
+            sink = _open_sink(store, trace if stdout_trace is None else stdout_trace)
+        except Exception as error:
+            print_failure(error, sys.stderr)
+            return ExitCode.EXECUTION
+        code = _execute(command, app_args, sink, target.cwd)
+        return _close(sink, code)
+
+
+def _open_sink(store: Path | None, trace: Any) -> Any:
+    from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, compose_sinks
+
+    sinks: list[Any] = []
+    try:
+        if store is not None:
+            sinks.append(SqliteTraceStore(store))
+        if trace is not None:
+            sinks.append(NdjsonTraceSink(trace))
+    except BaseException:
+        for opened in sinks:
+            with contextlib.suppress(Exception):
+                opened.close()
+        raise
+    if not sinks:
+        return None
+    return sinks[0] if len(sinks) == 1 else compose_sinks(*sinks)
+
+
+def _execute(command: PipelineCommand, app_args: Sequence[str], sink: Any, cwd: str | None) -> int:
+    run_signal = threading.Event()
+    context: dict[str, Any] = {"signal": run_signal}
+    if sink is not None:
+        context["tracing"] = sink
+    if cwd is not None:
+        context["cwd"] = cwd
+    code: int = ExitCode.SUCCESS
+    with InterruptGuard(run_signal, sys.stderr) as guard:
+        try:
+            command.run(app_args, context=context)
+        except CliHelpRequested as request:
+            print(request.help_text.rstrip("\n"), file=sys.stdout, flush=True)
+        except CliValidationError as rejected:
+            print_rejected(rejected, sys.stderr)
+            code = ExitCode.VALIDATION
+        except Exception as error:
+            print_failure(error, sys.stderr)
+            code = exit_code_for(error)
+    return ExitCode.CANCELLATION if guard.interrupted else code
+
+
+def _close(sink: Any, code: int) -> int:
+    close = getattr(sink, "close", None)
+    if close is None:
+        return code
+    try:
+        close()
+    except Exception as error:
+        print_failure(error, sys.stderr)
+        return ExitCode.EXECUTION if code == ExitCode.SUCCESS else code
+    return code

@@ -1,0 +1,198 @@
+"""The `tubeless` argparse parser: every command and option, with sentence-style help.
+
+`get_parser()` builds it without side effects, so argparse-manpage can import it to
+write `man/tubeless.1`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tubeless.cli._argparse import StrictArgumentParser
+
+__all__ = ["COMMAND_HELP", "get_parser"]
+
+PROG = "tubeless"
+DEFAULT_STORE = ".tubeless/runs.sqlite"
+"""The SQLite store that `history` reads by default."""
+
+COMMAND_HELP = {
+    "list": "List the pipelines registered in the project file.",
+    "inspect": "Show a pipeline's identity, targets, steps and default plan.",
+    "plan": "Preview which steps a run would select, without running anything.",
+    "graph": "Print the pipeline's static graph as a Mermaid flowchart.",
+    "run": "Run a pipeline command (or a project pipeline) with its own arguments.",
+    "history": "Show runs recorded in a SQLite store or an NDJSON trace.",
+}
+"""One sentence per command, as the top-level help lists them."""
+
+_EPILOG = (
+    "Exit codes: 0 success (help included), 1 usage error, 2 load error, 3 definition "
+    "error, 4 invalid command arguments, 5 planning error, 6 execution error, 7 cancelled."
+)
+
+
+def _add_source_options(parser: argparse.ArgumentParser, *, kind: str) -> None:
+    parser.add_argument(
+        "-e",
+        "--export",
+        metavar="NAME",
+        help=f"Use the module export called NAME when the file exports more than one {kind}.",
+    )
+    parser.add_argument(
+        "-p",
+        "--project",
+        metavar="PATH",
+        help="Look the positional up as a pipeline id registered in this project file "
+        "(default: ./tubeless_project.py when the positional is not a file).",
+    )
+    parser.add_argument(
+        "source",
+        metavar="FILE|ID",
+        help="A Python module file, or a pipeline id registered in the project file.",
+    )
+
+
+def _add_list(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "list", help=COMMAND_HELP["list"], description=COMMAND_HELP["list"]
+    )
+    parser.add_argument(
+        "-p",
+        "--project",
+        metavar="PATH",
+        help="Read this project file instead of ./tubeless_project.py.",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="Print the project as JSON instead of one id per line."
+    )
+
+
+def _add_inspect(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "inspect", help=COMMAND_HELP["inspect"], description=COMMAND_HELP["inspect"]
+    )
+    _add_source_options(parser, kind="pipeline or pipeline command")
+    parser.add_argument(
+        "--json", action="store_true", help="Print the identity and the plan as JSON."
+    )
+
+
+def _add_plan(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help=COMMAND_HELP["plan"],
+        description=COMMAND_HELP["plan"] + " Domain options are never needed.",
+    )
+    _add_source_options(parser, kind="pipeline or pipeline command")
+    parser.add_argument(
+        "-t",
+        "--target",
+        action="append",
+        metavar="ID",
+        help="Select this declared target and its prerequisites (repeatable).",
+    )
+    parser.add_argument(
+        "-s",
+        "--step",
+        action="append",
+        metavar="ID",
+        help="Select exactly this step, without prerequisites (repeatable).",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="Show what each step would do in a dry run."
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="Say why each step is selected or skipped."
+    )
+    parser.add_argument("--json", action="store_true", help="Print the whole plan as JSON.")
+
+
+def _add_graph(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "graph", help=COMMAND_HELP["graph"], description=COMMAND_HELP["graph"]
+    )
+    _add_source_options(parser, kind="pipeline or pipeline command")
+    parser.add_argument(
+        "-d",
+        "--direction",
+        choices=("BT", "LR", "RL", "TB", "TD"),
+        default="TD",
+        metavar="DIRECTION",
+        help="Draw the flowchart in this direction: BT, LR, RL, TB or TD (default: TD).",
+    )
+    parser.add_argument(
+        "--descriptions", action="store_true", help="Add each step's description to its node."
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="Wrap the flowchart in a fenced mermaid block."
+    )
+
+
+def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "run",
+        usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH] FILE|ID "
+        "[-- APP-ARG ...]",
+        help=COMMAND_HELP["run"],
+        description=COMMAND_HELP["run"] + " Application flags belong after --; use "
+        "'tubeless run FILE -- --help' for the command's own help.",
+    )
+    _add_source_options(parser, kind="pipeline command")
+    parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="Write the run's trace as NDJSON to PATH, or to stdout for '-' (everything "
+        "else then goes to stderr).",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="Append the run's trace records to the SQLite store at PATH.",
+    )
+    parser.add_argument(
+        "app_args",
+        nargs="*",
+        metavar="APP-ARG",
+        help="The command's own arguments, after a bare --.",
+    )
+
+
+def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "history",
+        help=COMMAND_HELP["history"],
+        description=COMMAND_HELP["history"] + " The store is only read, never created.",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--store",
+        metavar="PATH",
+        help=f"Read this SQLite store (default: {DEFAULT_STORE}).",
+    )
+    source.add_argument("--trace", metavar="PATH", help="Read this NDJSON trace file instead.")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument(
+        "--json", action="store_true", help="Print the run list, or the one run, as JSON."
+    )
+    output.add_argument(
+        "--events", action="store_true", help="Print the raw recorded events as NDJSON."
+    )
+    parser.add_argument(
+        "run_id", nargs="?", metavar="RUN_ID", help="Show this run in detail instead of the list."
+    )
+
+
+def get_parser() -> StrictArgumentParser:
+    """Build the whole `tubeless` parser (no side effects: nothing is loaded or printed)."""
+    parser = StrictArgumentParser(
+        prog=PROG,
+        description="Inspect, plan, draw and run tubeless pipelines and pipeline commands.",
+        epilog=_EPILOG,
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title="commands", parser_class=StrictArgumentParser
+    )
+    for add in (_add_list, _add_inspect, _add_plan, _add_graph, _add_run, _add_history):
+        add(commands)
+    return parser
