@@ -6,6 +6,7 @@ from typing import Any
 
 import pydantic
 import pytest
+
 from tubeless.errors import Issue, SchemaDefinitionError, SchemaIssues
 from tubeless.schema import Schema, as_schema, json_schema, validator
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
+
 from tubeless.errors import Issue, SchemaDefinitionError, SchemaIssues
 from tubeless.schema import json_schema
 

@@ -6,6 +6,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+
 from tubeless.errors import SchemaDefinitionError
 from tubeless.schema import json_schema
 from tubeless.schema._plain import copy_json, json_pointer, plain_json_copy
