@@ -13,11 +13,12 @@ PACKAGE = pathlib.Path(tubeless.__file__).parent
 
 # What each part of the package may import from tubeless (besides itself).
 ALLOWED = {
-    "errors": set(),
+    "_diagnostics": set(),
+    "errors": {"_diagnostics"},
     "_frozen": set(),
     "schema": {"errors", "_frozen"},
     "trace": {"errors", "schema", "_frozen"},
-    "pipeline": {"errors", "schema", "_frozen", "trace"},
+    "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "trace"},
     "agent": {"errors", "schema", "_frozen", "pipeline"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
     "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent"},

@@ -38,11 +38,25 @@ phase and kind; `format_pipeline_error` renders the one-line form.
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
+
+from tubeless._diagnostics import (
+    AGENT_ERROR_CODES,
+    ERROR_CODE_CLASSIFICATION,
+    PIPELINE_ERROR_CODES,
+    ErrorCause,
+    ErrorKind,
+    ErrorPhase,
+    FanOutDiagnostics,
+    FanOutFailure,
+    Issue,
+    PipelineError,
+    format_pipeline_error,
+    is_pipeline_error_code,
+    normalize_cause,
+)
 
 if typing.TYPE_CHECKING:
     from tubeless.pipeline._report import PipelineRun
@@ -50,7 +64,6 @@ if typing.TYPE_CHECKING:
 __all__ = [
     "AGENT_ERROR_CODES",
     "ERROR_CODE_CLASSIFICATION",
-    "MAX_CAUSE_DEPTH",
     "PIPELINE_ERROR_CODES",
     "AgentDefinitionError",
     "AgentError",
@@ -82,289 +95,8 @@ __all__ = [
     "TubelessError",
     "format_pipeline_error",
     "is_pipeline_error_code",
-    "nested_cause",
     "normalize_cause",
-    "source_code_of",
 ]
-
-ErrorPhase = Literal["definition", "planning", "execution", "finalization"]
-ErrorKind = Literal[
-    "definition", "selection", "step", "validation", "cancellation", "child", "finalization"
-]
-
-_DEFINITION: tuple[ErrorPhase, ErrorKind] = ("definition", "definition")
-_SELECTION: tuple[ErrorPhase, ErrorKind] = ("planning", "selection")
-
-ERROR_CODE_CLASSIFICATION: Mapping[str, tuple[ErrorPhase, ErrorKind]] = MappingProxyType(
-    {
-        "TUBELESS_DEFINITION_DEPENDENCY_CONTRADICTORY": _DEFINITION,
-        "TUBELESS_DEFINITION_DEPENDENCY_CYCLE": _DEFINITION,
-        "TUBELESS_DEFINITION_DEPENDENCY_DUPLICATE": _DEFINITION,
-        "TUBELESS_DEFINITION_DEPENDENCY_NOT_IN_STEPS": _DEFINITION,
-        "TUBELESS_DEFINITION_DEPENDENCY_SELF_REFERENCE": _DEFINITION,
-        "TUBELESS_DEFINITION_FINALIZER_STEP_NOT_IN_STEPS": _DEFINITION,
-        "TUBELESS_DEFINITION_IMPLEMENTATION_VERSION_INVALID": _DEFINITION,
-        "TUBELESS_DEFINITION_OPTIONS_SCHEMA_CONFLICT": _DEFINITION,
-        "TUBELESS_DEFINITION_PIPELINE_DESCRIPTION_BLANK": _DEFINITION,
-        "TUBELESS_DEFINITION_PIPELINE_ID_BLANK": _DEFINITION,
-        "TUBELESS_DEFINITION_PIPELINE_NAME_BLANK": _DEFINITION,
-        "TUBELESS_DEFINITION_STEP_ID_BLANK": _DEFINITION,
-        "TUBELESS_DEFINITION_STEP_ID_RESERVED": _DEFINITION,
-        "TUBELESS_DEFINITION_STEP_IDS_DUPLICATE": _DEFINITION,
-        "TUBELESS_DEFINITION_STEP_NAME_BLANK": _DEFINITION,
-        "TUBELESS_DEFINITION_TARGET_FINALIZER_MISMATCH": _DEFINITION,
-        "TUBELESS_DEFINITION_TARGET_NOT_IN_STEPS": _DEFINITION,
-        "TUBELESS_DEFINITION_TARGETS_DUPLICATE": _DEFINITION,
-        "TUBELESS_PLANNING_SELECTION_CONFLICT": _SELECTION,
-        "TUBELESS_PLANNING_STEP_SELECTION_DUPLICATE": _SELECTION,
-        "TUBELESS_PLANNING_STEP_SELECTION_EMPTY": _SELECTION,
-        "TUBELESS_PLANNING_STEP_UNKNOWN": _SELECTION,
-        "TUBELESS_PLANNING_TARGET_SELECTION_DUPLICATE": _SELECTION,
-        "TUBELESS_PLANNING_TARGET_SELECTION_EMPTY": _SELECTION,
-        "TUBELESS_PLANNING_TARGET_UNDECLARED": _SELECTION,
-        "TUBELESS_PLANNING_TARGET_UNKNOWN": _SELECTION,
-        "TUBELESS_RUN_CONCURRENCY_INVALID": ("planning", "validation"),
-        "TUBELESS_OPTIONS_VALIDATION_FAILED": ("execution", "validation"),
-        "TUBELESS_STEP_FAILED": ("execution", "step"),
-        "TUBELESS_STEP_OUTPUT_VALIDATION_FAILED": ("execution", "validation"),
-        "TUBELESS_CHILD_FAILED": ("execution", "child"),
-        "TUBELESS_RUN_CANCELLED": ("execution", "cancellation"),
-        "TUBELESS_FINALIZATION_FAILED": ("finalization", "finalization"),
-        "TUBELESS_FINAL_RESULT_VALIDATION_FAILED": ("finalization", "validation"),
-        "TUBELESS_FINALIZATION_CANCELLED": ("finalization", "cancellation"),
-    }
-)
-"""Phase and kind of every catalog code, as the reference classifies them."""
-
-PIPELINE_ERROR_CODES: tuple[str, ...] = tuple(ERROR_CODE_CLASSIFICATION)
-"""The frozen catalog of codes a `PipelineError` may carry."""
-
-AGENT_ERROR_CODES: tuple[str, ...] = (
-    "TUBELESS_AGENT_INVALID_DEFINITION",
-    "TUBELESS_AGENT_INVALID_DECISION",
-    "TUBELESS_AGENT_INVALID_STATE",
-    "TUBELESS_AGENT_LIMIT_REACHED",
-)
-"""Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
-
-MAX_CAUSE_DEPTH = 8
-"""How many links of a cause chain are kept before "Cause chain truncated"."""
-
-
-def is_pipeline_error_code(value: object) -> bool:
-    """Return whether `value` is one of `PIPELINE_ERROR_CODES`."""
-    return isinstance(value, str) and value in ERROR_CODE_CLASSIFICATION
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Issue:
-    """One problem a schema found in a value."""
-
-    message: str
-    """What is wrong, in words."""
-    path: tuple[str | int, ...] = ()
-    """Where in the value: keys and list indexes from the root; empty for the root."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the wire form `{message, path?}` (no `path` for the root)."""
-        if not self.path:
-            return {"message": self.message}
-        return {"message": self.message, "path": list(self.path)}
-
-    def render(self) -> str:
-        """Return `a.b.0: message`, or the bare message for the root."""
-        if not self.path:
-            return self.message
-        return ".".join(str(part) for part in self.path) + ": " + self.message
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ErrorCause:
-    """One normalised link of a cause chain: JSON-safe and bounded."""
-
-    message: str
-    """The exception's message (`str(exc)`), or the value as text."""
-    name: str | None = None
-    """The exception's class name."""
-    source_code: str | None = None
-    """The exception's string `code` attribute, when it has one."""
-    cause: ErrorCause | None = None
-    """The next link, or `None` at the end of the chain."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the wire form `{message, name?, sourceCode?, cause?}`."""
-        out: dict[str, Any] = {"message": self.message}
-        if self.name is not None:
-            out["name"] = self.name
-        if self.source_code is not None:
-            out["sourceCode"] = self.source_code
-        if self.cause is not None:
-            out["cause"] = self.cause.to_dict()
-        return out
-
-    def deepest(self) -> ErrorCause:
-        """Return the last link of the chain."""
-        current = self
-        while current.cause is not None:
-            current = current.cause
-        return current
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FanOutFailure:
-    """One failed item of a fan-out step."""
-
-    index: int
-    """Position of the item in the input list."""
-    key: str
-    """The item's key, cut to 1024 characters."""
-    key_truncated: bool
-    """Whether `key` was cut."""
-    cancelled: bool
-    """Whether the item was cancelled rather than failed."""
-    error: ErrorCause
-    """The item's error, strings cut to 1024 characters."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the wire form."""
-        return {
-            "index": self.index,
-            "key": self.key,
-            "keyTruncated": self.key_truncated,
-            "cancelled": self.cancelled,
-            "error": self.error.to_dict(),
-        }
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FanOutDiagnostics:
-    """Bounded diagnostics of a fan-out step whose children failed."""
-
-    failures: tuple[FanOutFailure, ...]
-    """At most 32 failures, in input order."""
-    failure_count: int
-    """How many items failed in all."""
-    omitted_failure_count: int
-    """How many failures `failures` leaves out."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the wire form."""
-        return {
-            "failures": [failure.to_dict() for failure in self.failures],
-            "failureCount": self.failure_count,
-            "omittedFailureCount": self.omitted_failure_count,
-        }
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class PipelineError:
-    """One diagnostic: what went wrong, where, and why."""
-
-    code: str
-    """A catalog code (`PIPELINE_ERROR_CODES`)."""
-    kind: ErrorKind
-    """What sort of failure: `definition`, `selection`, `step`, `validation`, ..."""
-    phase: ErrorPhase
-    """When it happened: `definition`, `planning`, `execution` or `finalization`."""
-    message: str
-    """The message, in words."""
-    step_id: str | None = None
-    """The step it belongs to (`__finalize__` for finalization)."""
-    source_code: str | None = None
-    """The string `code` of the exception behind it (`ENOENT`, `TUBELESS_AGENT_...`)."""
-    cause: ErrorCause | None = None
-    """The normalised `__cause__` chain of the exception behind it."""
-    issues: tuple[Issue, ...] | None = None
-    """Schema issues, for validation failures."""
-    fan_out: FanOutDiagnostics | None = None
-    """Per-item failures, for a fan-out step."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the wire form (camelCase keys; absent fields left out)."""
-        out: dict[str, Any] = {
-            "code": self.code,
-            "kind": self.kind,
-            "phase": self.phase,
-            "message": self.message,
-        }
-        if self.step_id is not None:
-            out["stepId"] = self.step_id
-        if self.source_code is not None:
-            out["sourceCode"] = self.source_code
-        if self.cause is not None:
-            out["cause"] = self.cause.to_dict()
-        if self.issues is not None:
-            out["issues"] = [issue.to_dict() for issue in self.issues]
-        if self.fan_out is not None:
-            out["fanOut"] = self.fan_out.to_dict()
-        return out
-
-    def format(self) -> str:
-        """Return the one-line human form (see `format_pipeline_error`)."""
-        return format_pipeline_error(self)
-
-
-def format_pipeline_error(error: PipelineError) -> str:
-    """Render `<phase>[ at step <id>] [<code>][ (<source>)]: <message>[; caused by ...]`."""
-    step = f" at step {error.step_id}" if error.step_id else ""
-    source = f" ({error.source_code})" if error.source_code else ""
-    tail = ""
-    if error.cause is not None:
-        deepest = error.cause.deepest()
-        code = f" {deepest.source_code}" if deepest.source_code else ""
-        tail = f"; caused by{code}: {deepest.message}"
-    return f"{error.phase}{step} [{error.code}]{source}: {error.message}{tail}"
-
-
-def _read_field(value: object, field: str) -> object:
-    try:
-        return getattr(value, field, None)
-    except Exception:  # a throwing property counts as a missing field
-        return None
-
-
-def _safe_text(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return "Unknown raised value"
-
-
-def source_code_of(value: object) -> str | None:
-    """Return the string `code` attribute of `value`, or `None`."""
-    code = _read_field(value, "code")
-    return code if isinstance(code, str) else None
-
-
-def normalize_cause(value: object, *, _seen: set[int] | None = None, _depth: int = 0) -> ErrorCause:
-    """Copy an exception and its `__cause__` chain into JSON-safe `ErrorCause` links.
-
-    At most eight links are kept, and a ninth reads "Cause chain truncated"; an exception
-    met twice becomes "Circular cause"; a property that raises counts as missing.
-    """
-    if _depth >= MAX_CAUSE_DEPTH:
-        return ErrorCause(message="Cause chain truncated")
-    if not isinstance(value, BaseException):
-        return ErrorCause(message=_safe_text(value))
-    seen = _seen if _seen is not None else set()
-    if id(value) in seen:
-        return ErrorCause(message="Circular cause")
-    seen.add(id(value))
-    nested = _read_field(value, "__cause__")
-    return ErrorCause(
-        message=_safe_text(value),
-        name=type(value).__name__,
-        source_code=source_code_of(value),
-        cause=None if nested is None else normalize_cause(nested, _seen=seen, _depth=_depth + 1),
-    )
-
-
-def nested_cause(error: BaseException) -> ErrorCause | None:
-    """Return the normalised chain behind `error` (its `__cause__`), or `None`."""
-    nested = _read_field(error, "__cause__")
-    if nested is None:
-        return None
-    return normalize_cause(nested, _seen={id(error)})
 
 
 class TubelessError(Exception):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import threading
 
+from tubeless._diagnostics import nested_cause, source_code_of
 from tubeless.errors import (
     ChildPipelineError,
     PipelineError,
     PipelineExecutionError,
     RunCancelledError,
     SchemaValidationError,
-    nested_cause,
-    source_code_of,
 )
 
 # Their codes restate the classification instead of naming a source.
