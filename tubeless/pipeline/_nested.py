@@ -155,7 +155,7 @@ def build_for_each_pipeline(
     dry_run: Literal["skip"] | None = None,
 ) -> Step:
     """Define a step that runs one child per item; its output lists results in input order."""
-    from tubeless.pipeline._child_run import FanOutRunner
+    from tubeless.pipeline._fan_out import FanOutRunner
 
     child = _check_pipeline(pipeline, id)
     _check_callable(items, "items(inputs, context)", id, required=True)

@@ -1,0 +1,142 @@
+"""Planning errors: controls that cannot select a run of this pipeline. Pure."""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from tubeless.errors import ERROR_CODE_CLASSIFICATION, PipelineError
+from tubeless.pipeline._controls import RunControls
+
+
+def _planning_error(code: str, message: str) -> PipelineError:
+    phase, kind = ERROR_CODE_CLASSIFICATION[code]
+    return PipelineError(code=code, kind=kind, phase=phase, message=message)
+
+
+def _duplicates(values: Iterable[str]) -> list[str]:
+    return [value for value, count in Counter(values).items() if count > 1]
+
+
+def _valid_concurrency(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**53 - 1
+
+
+def _suggest(unknown: Sequence[str], candidates: Iterable[str]) -> str:
+    pool = sorted(candidates)
+    for value in unknown:
+        close = difflib.get_close_matches(value, pool, n=1)
+        if close:
+            return f'. Did you mean "{close[0]}"?'
+    return ""
+
+
+def _list_error(
+    code: str, pipeline_id: str, noun: str, found: Sequence[str], hint: str = ""
+) -> list[PipelineError]:
+    if not found:
+        return []
+    message = f"Pipeline {pipeline_id} requested {noun}: {', '.join(found)}{hint}"
+    return [_planning_error(code, message)]
+
+
+def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> PipelineError:
+    return _planning_error(
+        code,
+        f"Pipeline {pipeline_id} received an empty {field} list; omit {field} to run every "
+        f"step, or pass at least one {what}",
+    )
+
+
+def _step_id_errors(
+    pipeline_id: str, step_ids: Sequence[str], known: set[str]
+) -> list[PipelineError]:
+    errors = []
+    if not step_ids:
+        errors.append(
+            _empty_error(
+                "TUBELESS_PLANNING_STEP_SELECTION_EMPTY", pipeline_id, "step_ids", "step id"
+            )
+        )
+    errors += _list_error(
+        "TUBELESS_PLANNING_STEP_SELECTION_DUPLICATE",
+        pipeline_id,
+        "duplicate step ids",
+        _duplicates(step_ids),
+    )
+    unknown = [value for value in step_ids if value not in known]
+    errors += _list_error(
+        "TUBELESS_PLANNING_STEP_UNKNOWN",
+        pipeline_id,
+        "unknown step ids",
+        unknown,
+        _suggest(unknown, known),
+    )
+    return errors
+
+
+def _target_errors(
+    pipeline_id: str, targets: Sequence[str], known: set[str], declared: set[str]
+) -> list[PipelineError]:
+    errors = []
+    if not targets:
+        errors.append(
+            _empty_error(
+                "TUBELESS_PLANNING_TARGET_SELECTION_EMPTY", pipeline_id, "targets", "target step id"
+            )
+        )
+    errors += _list_error(
+        "TUBELESS_PLANNING_TARGET_SELECTION_DUPLICATE",
+        pipeline_id,
+        "duplicate targets",
+        _duplicates(targets),
+    )
+    unknown = [value for value in targets if value not in known]
+    errors += _list_error(
+        "TUBELESS_PLANNING_TARGET_UNKNOWN",
+        pipeline_id,
+        "unknown targets",
+        unknown,
+        _suggest(unknown, declared),
+    )
+    undeclared = [value for value in targets if value in known and value not in declared]
+    errors += _list_error(
+        "TUBELESS_PLANNING_TARGET_UNDECLARED", pipeline_id, "undeclared targets", undeclared
+    )
+    return errors
+
+
+def _selection_errors(
+    pipeline_id: str, controls: RunControls, known: set[str], declared: set[str]
+) -> list[PipelineError]:
+    errors = []
+    if controls.step_ids is not None and controls.targets is not None:
+        errors.append(
+            _planning_error(
+                "TUBELESS_PLANNING_SELECTION_CONFLICT",
+                f"Pipeline {pipeline_id} cannot combine exact step_ids filtering with "
+                "dependency-aware targets",
+            )
+        )
+    if controls.step_ids is not None:
+        errors += _step_id_errors(pipeline_id, controls.step_ids, known)
+    if controls.targets is not None:
+        errors += _target_errors(pipeline_id, controls.targets, known, declared)
+    return errors
+
+
+def planning_errors(
+    pipeline_id: str, controls: RunControls, known: set[str], declared: set[str]
+) -> list[PipelineError]:
+    """Every problem with `controls` for a pipeline with these step and target ids."""
+    errors: list[PipelineError] = []
+    if not _valid_concurrency(controls.max_concurrency):
+        errors.append(
+            _planning_error(
+                "TUBELESS_RUN_CONCURRENCY_INVALID",
+                f"Pipeline {pipeline_id} max_concurrency must be a positive integer, got "
+                f"{controls.max_concurrency!r}",
+            )
+        )
+    return errors + _selection_errors(pipeline_id, controls, known, declared)
