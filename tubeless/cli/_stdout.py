@@ -30,9 +30,11 @@ def diverted_stdout() -> Iterator[TextIO]:
     trace = os.fdopen(saved, "w", encoding="utf-8", newline="\n", closefd=True)
     os.dup2(err_fd, out_fd)
     try:
-        yield trace
+        # Python-level prints share stderr's (line) buffering, so output keeps its order.
+        with contextlib.redirect_stdout(sys.stderr):
+            yield trace
     finally:
-        for stream in (trace, sys.stdout):
+        for stream in (trace, sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os.dup2(saved, out_fd)
