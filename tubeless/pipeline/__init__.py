@@ -1,7 +1,7 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
 from tubeless.pipeline._context import ExecutionContext, StepContext, StepLogger
-from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls, TraceSink
+from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
 from tubeless.pipeline._identity import (
     DefinitionIdentity,
@@ -44,7 +44,6 @@ __all__ = [
     "StepFactory",
     "StepLogger",
     "StepReport",
-    "TraceSink",
     "create_steps",
     "decode_snapshot",
     "define_pipeline",

@@ -5,15 +5,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
-
-@runtime_checkable
-class TraceSink(Protocol):
-    """Anything that takes trace records: `export(record)`, optionally `flush()`/`close()`."""
-
-    def export(self, record: dict[str, Any]) -> None:
-        """Take one wire-form trace record."""
+from tubeless.trace._wire import TraceSink
 
 
 class PipelineLogger(Protocol):

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tubeless.errors import TraceRecordError, TraceSinkError
-from tubeless.pipeline._controls import PipelineLogger, TraceSink
-from tubeless.trace._wire import TRACE_VERSION, validate_record
+from tubeless.pipeline._controls import PipelineLogger
+from tubeless.trace._wire import TRACE_VERSION, TraceSink, validate_record
 
 Record = dict[str, Any]
 Hook = Callable[[Record], None]

@@ -1,6 +1,6 @@
 """Trace records (wire format v3), their sinks and readers, and stored-run views."""
 
-from tubeless.trace._compose import ComposedTraceSink, TraceSink, compose_sinks
+from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
     StoredAttempt,
@@ -19,6 +19,7 @@ from tubeless.trace._wire import (
     TRACE_RECORD_NAMES,
     TRACE_STRING_LIMIT,
     TRACE_VERSION,
+    TraceSink,
     load_trace_schema,
     validate_record,
 )

@@ -5,19 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from tubeless.errors import TraceSinkError
-from tubeless.trace._wire import validate_record
+from tubeless.trace._wire import TraceSink, validate_record
 
-__all__ = ["ComposedTraceSink", "TraceSink", "compose_sinks"]
-
-
-class TraceSink(Protocol):
-    """What the executor needs of a sink: `export`; `flush()` and `close()` are optional."""
-
-    def export(self, record: dict[str, Any]) -> None:
-        """Take one wire-form record."""
+__all__ = ["ComposedTraceSink", "compose_sinks"]
 
 
 def _describe(sink: object) -> str:

@@ -12,7 +12,7 @@ import functools
 import json
 from collections.abc import Mapping
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tubeless.errors import TraceRecordError
 from tubeless.schema._compiled import SchemaChecker, compile_checker
@@ -25,6 +25,7 @@ __all__ = [
     "TRACE_RECORD_NAMES",
     "TRACE_STRING_LIMIT",
     "TRACE_VERSION",
+    "TraceSink",
     "load_trace_schema",
     "validate_record",
 ]
@@ -39,6 +40,20 @@ TRACE_STRING_LIMIT = 4096
 """At most this many characters in bounded strings (detail text, remote engine/target)."""
 
 _SCHEMA_FILE = "trace-v3.schema.json"
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """Anything that takes trace records: `export(record)`; `flush()`/`close()` optional.
+
+    This is the whole contract between a run and its observers' destinations: the run
+    hands each wire-form record to `export`, serialised and in emission order.
+    """
+
+    def export(self, record: dict[str, Any]) -> None:
+        """Take one wire-form trace record."""
+
+
 _MESSAGE_LIMIT = 400
 
 TRACE_RECORD_NAMES = (
