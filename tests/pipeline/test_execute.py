@@ -503,3 +503,30 @@ def test_pydantic_options_are_validated_and_transformed() -> None:
     error = pipeline.run({"count": "many"}).errors[0]
     assert error.code == "TUBELESS_OPTIONS_VALIDATION_FAILED"
     assert error.issues is not None and error.issues[0].path == ("count",)
+
+
+def test_causal_errors_hide_the_derived_missing_output_error() -> None:
+    """A failed step explains the missing required output, so only its error is causal."""
+    steps = create_steps()
+
+    def explode(inputs: Any, context: Any) -> None:
+        raise RuntimeError("boom")
+
+    load = steps.step("load", run=explode)
+    publish = steps.step("publish", run=lambda inputs, context: 1, depends_on=[load])
+    pipeline = define_pipeline(id="causal", steps=[load, publish], finalize=publish)
+    run = pipeline.run(controls={"continue_on_error": True})
+    codes = [error.source_code or error.code for error in run.errors]
+    assert codes == ["TUBELESS_STEP_FAILED", "TUBELESS_REQUIRED_OUTPUTS_MISSING"]
+    assert [error.code for error in run.causal_errors()] == ["TUBELESS_STEP_FAILED"]
+
+
+def test_causal_errors_keep_a_missing_output_nobody_explains() -> None:
+    """A filtered (not failed) step leaves the missing-output error as the explanation."""
+    steps = create_steps()
+    load = steps.step("load", run=lambda inputs, context: 1)
+    other = steps.step("other", run=lambda inputs, context: 2)
+    pipeline = define_pipeline(id="unexplained", steps=[load, other], targets=[], finalize=load)
+    run = pipeline.run(controls={"step_ids": ["other"]})
+    assert run.causal_errors() == run.errors
+    assert run.errors[0].source_code == "TUBELESS_REQUIRED_OUTPUTS_MISSING"

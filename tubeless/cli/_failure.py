@@ -18,9 +18,10 @@ def _run_error_line(error: Any) -> str:
 
 
 def failure_lines(error: BaseException) -> list[str]:
-    """`Error: <formatted run error>` per run error of a failed run, else one line."""
+    """`Error: <formatted error>` per causal run error of a failed run, else one line."""
     result = getattr(error, "result", None)
-    errors = getattr(result, "errors", None)
+    causal = getattr(result, "causal_errors", None)
+    errors = causal() if callable(causal) else getattr(result, "errors", None)
     if error_named(error, "PipelineExecutionError") and errors:
         return [f"Error: {_run_error_line(item)}" for item in errors]
     return [f"Error: {one_line(error)}"]

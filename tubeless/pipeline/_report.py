@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tubeless.errors import PipelineError
@@ -76,6 +76,33 @@ class StepReport:
         return out
 
 
+_MISSING_OUTPUTS = "TUBELESS_REQUIRED_OUTPUTS_MISSING"
+
+
+def _published(report: StepReport) -> bool:
+    return report.status == "completed" or (
+        report.status == "skipped" and report.reason == "policy"
+    )
+
+
+def _unpublished_by_failure(report: StepReport, reports: Mapping[str, StepReport]) -> bool:
+    """Whether a step left no output because of a failure (following unmet dependencies)."""
+    seen: set[str] = set()
+    current: StepReport | None = report
+    while current is not None and current.id not in seen:
+        seen.add(current.id)
+        if current.status in ("failed", "cancelled"):
+            return True
+        if current.status != "skipped":
+            return False
+        if current.reason in ("failed-dependency", "fail-fast"):
+            return True
+        if current.reason != "unmet-dependency" or current.dependency_id is None:
+            return False
+        current = reports.get(current.dependency_id)
+    return False
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class PipelineRun:
     """What a run did: status, errors, one report per planned step and the value.
@@ -141,6 +168,22 @@ class PipelineRun:
         if self.finalized:
             out["value"] = self.value
         return out
+
+    def causal_errors(self) -> tuple[PipelineError, ...]:
+        """The errors worth showing a person.
+
+        A finalization failure for missing required outputs is left out when other errors
+        are present and every step that published nothing failed, was cancelled, or was
+        skipped because of a failure: those errors already explain it.
+        """
+        causal = tuple(e for e in self.errors if e.source_code != _MISSING_OUTPUTS)
+        if not causal or not self.steps:
+            return self.errors
+        reports = {report.id: report for report in self.steps}
+        derived = all(
+            _published(report) or _unpublished_by_failure(report, reports) for report in self.steps
+        )
+        return causal if derived else self.errors
 
     def first_exception(self) -> BaseException | None:
         """The exception behind the first error that has one."""
