@@ -22,20 +22,12 @@ To connect a model, replace `scripted_decision` with a callback that asks one:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-# The CLI loads this file by its path, so make the sibling example modules importable.
-_EXAMPLES = str(Path(__file__).resolve().parent)
-if _EXAMPLES not in sys.path:
-    sys.path.insert(0, _EXAMPLES)
+from agent_tools import question_options, text_answer, text_tools
 
-from agent_tools import question_options, text_answer, text_tools  # noqa: E402
-
-from tubeless.agent import DecisionContext, define_agent  # noqa: E402
-from tubeless.cli import define_pipeline_command  # noqa: E402
+from tubeless import DecisionContext, define_agent, define_pipeline_command
 
 
 def start(options: Mapping[str, str]) -> dict[str, Any]:

@@ -22,21 +22,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import requests
+from interruptible_http import BearerAuth, post
 
-# Loaded by file path too, so make the sibling example modules importable.
-_EXAMPLES = str(Path(__file__).resolve().parent)
-if _EXAMPLES not in sys.path:
-    sys.path.insert(0, _EXAMPLES)
-
-from interruptible_http import BearerAuth, post  # noqa: E402
-
-from tubeless.agent import DecisionContext  # noqa: E402
+from tubeless import DecisionContext
 
 FINISH = "_finish"
 """The adapter-only function that finishes; registered tool names start with a letter."""

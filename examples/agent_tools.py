@@ -19,8 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.agent import ToolContext, define_tool
-from tubeless.errors import SchemaIssues, ToolError
+from tubeless import SchemaIssues, ToolContext, ToolError, define_tool
 from tubeless.schema import validator
 
 DEFAULT_QUESTION = "hello tubeless"

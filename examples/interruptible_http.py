@@ -26,7 +26,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from tubeless.errors import RunCancelledError
+from tubeless import RunCancelledError
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 """Bound on opening the connection. Name resolution, the TCP connect and the TLS handshake

@@ -21,6 +21,10 @@ from typing import Any
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The examples import their siblings; the CLI (and `python FILE`) put a module's own
+# directory on sys.path before loading it, and so do these tests.
+if str(EXAMPLES) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES))
 
 STALL_SECONDS = 30.0
 """Backstop for a stalled handler, so a broken test can never hang the server forever."""
