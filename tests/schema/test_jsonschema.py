@@ -43,10 +43,8 @@ def test_vendor_is_jsonschema() -> None:
 
 
 def test_root_issue_has_exact_message_and_empty_path() -> None:
-    """A wrong type at the root gives jsonschema's message and an empty path."""
-    assert issues_of(json_schema({"type": "string"}), 3) == (
-        Issue(message="3 is not of type 'string'"),
-    )
+    """A wrong type at the root names the expected type and has an empty path."""
+    assert issues_of(json_schema({"type": "string"}), 3) == (Issue(message="Expected string"),)
 
 
 def test_nested_issues_are_all_reported_sorted_by_path_then_message() -> None:
@@ -54,11 +52,11 @@ def test_nested_issues_are_all_reported_sorted_by_path_then_message() -> None:
     value = {"age": -1, "tags": ["a", 1, "b", 2, *["c"] * 7, 3], "extra": True}
     assert issues_of(json_schema(PERSON), value) == (
         Issue(message="'name' is a required property"),
-        Issue(message="Additional properties are not allowed ('extra' was unexpected)"),
-        Issue(message="-1 is less than the minimum of 0", path=("age",)),
-        Issue(message="1 is not of type 'string'", path=("tags", 1)),
-        Issue(message="2 is not of type 'string'", path=("tags", 3)),
-        Issue(message="3 is not of type 'string'", path=("tags", 11)),
+        Issue(message="Unexpected property 'extra'"),
+        Issue(message="Expected at least 0", path=("age",)),
+        Issue(message="Expected string", path=("tags", 1)),
+        Issue(message="Expected string", path=("tags", 3)),
+        Issue(message="Expected string", path=("tags", 11)),
     )
 
 
@@ -68,22 +66,18 @@ def test_deep_path_mixes_keys_and_indexes() -> None:
         {"type": "array", "items": {"type": "object", "properties": {"x": {"const": 1}}}}
     )
     assert issues_of(schema, [{"x": 1}, {"x": 2}]) == (
-        Issue(message="1 was expected", path=(1, "x")),
+        Issue(message="Expected the constant value", path=(1, "x")),
     )
 
 
 def test_bool_is_not_an_integer() -> None:
     """`True` is rejected by an integer schema, as jsonschema decides."""
-    assert issues_of(json_schema({"type": "integer"}), True) == (
-        Issue(message="True is not of type 'integer'"),
-    )
+    assert issues_of(json_schema({"type": "integer"}), True) == (Issue(message="Expected integer"),)
 
 
 def test_bool_is_not_a_number() -> None:
     """`False` is rejected by a number schema."""
-    assert issues_of(json_schema({"type": "number"}), False) == (
-        Issue(message="False is not of type 'number'"),
-    )
+    assert issues_of(json_schema({"type": "number"}), False) == (Issue(message="Expected number"),)
 
 
 def test_tuple_counts_as_an_array() -> None:
@@ -91,15 +85,13 @@ def test_tuple_counts_as_an_array() -> None:
     value = ("a", "b")
     schema = json_schema({"type": "array", "items": {"type": "string"}})
     assert schema.validate(value) is value
-    assert issues_of(schema, ("a", 2)) == (Issue(message="2 is not of type 'string'", path=(1,)),)
+    assert issues_of(schema, ("a", 2)) == (Issue(message="Expected string", path=(1,)),)
 
 
 def test_none_is_validated_like_any_value() -> None:
     """`None` is a value: a null schema accepts it and a string schema rejects it."""
     assert json_schema({"type": "null"}).validate(None) is None
-    assert issues_of(json_schema({"type": "string"}), None) == (
-        Issue(message="None is not of type 'string'"),
-    )
+    assert issues_of(json_schema({"type": "string"}), None) == (Issue(message="Expected string"),)
 
 
 def test_local_ref_into_defs_resolves() -> None:
@@ -112,7 +104,9 @@ def test_local_ref_into_defs_resolves() -> None:
         }
     )
     assert schema.validate(["a"]) == ["a"]
-    assert issues_of(schema, ["a", ""]) == (Issue(message="'' should be non-empty", path=(1,)),)
+    assert issues_of(schema, ["a", ""]) == (
+        Issue(message="Expected at least 1 character", path=(1,)),
+    )
 
 
 def test_ref_resolves_through_user_registry() -> None:
@@ -126,7 +120,7 @@ def test_ref_resolves_through_user_registry() -> None:
     )
     assert schema.validate(["abc"]) == ["abc"]
     assert issues_of(schema, ["abc", "ABC"]) == (
-        Issue(message="'ABC' does not match '^[a-z]+$'", path=(1,)),
+        Issue(message="Expected to match pattern '^[a-z]+$'", path=(1,)),
     )
 
 
@@ -213,8 +207,8 @@ def test_anchor_and_embedded_id_resolve() -> None:
         }
     )
     assert issues_of(schema, {"a": 4, "b": 0}) == (
-        Issue(message="4 is greater than the maximum of 3", path=("a",)),
-        Issue(message="0 is not of type 'null'", path=("b",)),
+        Issue(message="Expected at most 3", path=("a",)),
+        Issue(message="Expected null", path=("b",)),
     )
 
 
@@ -269,9 +263,7 @@ def test_later_mutation_of_the_callers_dict_has_no_effect() -> None:
     source["properties"]["n"]["type"] = "string"
     source["required"] = ["n"]
     assert schema.validate({}) == {}
-    assert issues_of(schema, {"n": "x"}) == (
-        Issue(message="'x' is not of type 'integer'", path=("n",)),
-    )
+    assert issues_of(schema, {"n": "x"}) == (Issue(message="Expected integer", path=("n",)),)
     assert schema.json_schema() == {"type": "object", "properties": {"n": {"type": "integer"}}}
 
 

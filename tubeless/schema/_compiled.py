@@ -3,9 +3,9 @@
 `jsonschema` walks a schema keyword by keyword on every call, which costs hundreds of
 microseconds for a trace record. `compile_checker` turns the keywords a wire schema
 uses into nested closures once, so `is_valid` costs a few microseconds; on failure
-`first_error` asks `jsonschema` for the precise message, so errors stay as good as the
-library's. A schema that uses a keyword the closures do not implement is checked by
-`jsonschema` alone (correct, only slower).
+`first_error` asks `jsonschema` for the most relevant error, worded without the value.
+A schema that uses a keyword the closures do not implement is checked by `jsonschema`
+alone (correct, only slower).
 
 Values are strict JSON: `dict` objects with `str` keys, `list` arrays, and finite `int` or
 `float` numbers (`bool` is not a number; NaN and infinities are not JSON numbers).
@@ -27,6 +27,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from tubeless.errors import SchemaDefinitionError
+from tubeless.schema._messages import error_messages
 
 __all__ = ["SchemaChecker", "SchemaViolation", "compile_checker", "is_json_number"]
 
@@ -91,7 +92,7 @@ class SchemaViolation:
     path: str
     """Where, as a JSON path from the value's root (`$.payload.items[0]`)."""
     message: str
-    """What is wrong, in `jsonschema`'s words."""
+    """What is wrong, in words that never quote the rejected value."""
 
 
 class _UnsupportedKeywordError(Exception):
@@ -115,7 +116,7 @@ class SchemaChecker:
         error = best_match(self._validator.iter_errors(cast(Any, value)))
         if error is None:
             return None
-        return SchemaViolation(path=error.json_path, message=error.message)
+        return SchemaViolation(path=error.json_path, message=error_messages(error)[0])
 
 
 def compile_checker(document: Mapping[str, Any], pointer: str = "") -> SchemaChecker:

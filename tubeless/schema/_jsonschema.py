@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import jsonschema_specifications  # type: ignore[import-untyped]
@@ -21,6 +21,7 @@ from referencing.jsonschema import DRAFT202012, UnknownDialect
 
 from tubeless.errors import Issue, SchemaDefinitionError, SchemaIssues
 from tubeless.schema._base import Schema
+from tubeless.schema._messages import error_messages
 from tubeless.schema._plain import copy_json, json_pointer, plain_json_copy
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -50,7 +51,8 @@ class _JsonSchema(Schema):
     def validate(self, value: Any) -> Any:
         if self.validator.is_valid(value):
             return value
-        issues = [_issue(error) for error in self.validator.iter_errors(value)]
+        # dict.fromkeys drops repeats: several errors of one object may word the same issue.
+        issues = list(dict.fromkeys(_issues(self.validator.iter_errors(value))))
         issues.sort(key=_issue_order)
         raise SchemaIssues(issues)
 
@@ -58,12 +60,15 @@ class _JsonSchema(Schema):
         return cast("dict[str, Any]", copy_json(self.document))
 
 
-def _issue(error: ValidationError) -> Issue:
-    path = tuple(
-        part if isinstance(part, int) and not isinstance(part, bool) else str(part)
-        for part in error.absolute_path
-    )
-    return Issue(message=error.message, path=path)
+def _issues(errors: Iterable[ValidationError]) -> Iterator[Issue]:
+    """Turn errors into issues whose messages never quote the rejected value."""
+    for error in errors:
+        path = tuple(
+            part if isinstance(part, int) and not isinstance(part, bool) else str(part)
+            for part in error.absolute_path
+        )
+        for message in error_messages(error):
+            yield Issue(message=message, path=path)
 
 
 def _issue_order(issue: Issue) -> tuple[tuple[tuple[int, int, str], ...], str]:
