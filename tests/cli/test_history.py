@@ -124,11 +124,6 @@ def test_history_does_not_change_the_store(cli: Any) -> None:
     assert database.read_bytes() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SqliteTraceStore(read_only=True) opens a WAL store with mode=ro, which leaves "
-    "-wal/-shm files behind (owned by tubeless/trace/_sqlite.py)",
-)
 def test_history_leaves_no_sidecar_files(cli: Any) -> None:
     """Reading a cleanly closed store creates no `-wal` or `-shm` file beside it."""
     _record_runs(cli, "Ada")

@@ -291,6 +291,49 @@ def test_read_only_sees_what_a_live_writer_committed(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_read_only_on_a_closed_store_adds_no_files(tmp_path: Path) -> None:
+    """Reading a cleanly closed WAL store reads every record and leaves the directory as it was."""
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as writer:
+        for index in range(70):
+            writer.export(_log("run", f"message {index}"))
+    before = sorted(tmp_path.iterdir())
+    with SqliteTraceStore(path, read_only=True) as reader:
+        messages = [record["payload"]["message"] for record in reader.events()]
+        assert sorted(tmp_path.iterdir()) == before
+    assert messages == [f"message {index}" for index in range(70)]
+    assert sorted(tmp_path.iterdir()) == before == [path]
+
+
+def test_read_only_beside_an_open_writer_reads_its_commits(tmp_path: Path) -> None:
+    """While another connection holds the store open for writing, a reader sees its commits."""
+    path = tmp_path / "runs.sqlite"
+    SqliteTraceStore(path).close()
+    with sqlite3.connect(path, isolation_level=None) as writer:
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute(
+            "INSERT INTO pipeline_run_events (version, run_id, pipeline_id, event_name, "
+            "timestamp_ms, payload_json) VALUES (3, 'live', 'p', 'pipeline.log', 1, "
+            '\'{"level":"log","message":"committed"}\')'
+        )
+        sidecars = sorted(tmp_path.iterdir())
+        assert Path(f"{path}-wal") in sidecars
+        with SqliteTraceStore(path, read_only=True) as reader:
+            assert [record["runId"] for record in reader.events()] == ["live"]
+        assert sorted(tmp_path.iterdir()) == sidecars
+    writer.close()
+
+
+def test_read_only_refuses_a_hard_linked_file(tmp_path: Path) -> None:
+    """A store file with a second hard link is refused rather than read."""
+    path = tmp_path / "runs.sqlite"
+    SqliteTraceStore(path).close()
+    (tmp_path / "alias.sqlite").hardlink_to(path)
+    with pytest.raises(TraceStoreError, match="2 hard links"):
+        SqliteTraceStore(path, read_only=True)
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "alias.sqlite", path]
+
+
 def _reference_store(path: Path) -> None:
     """Create a store as the reference implementation does: no `extra_json` column."""
     columns = ", ".join(

@@ -73,13 +73,14 @@ class SqliteTraceStore:
         path: the database file. Unless `read_only`, missing parent directories and the
             file are created, and a new file is initialised (`PRAGMA user_version = 3`).
         read_only: open an existing store for reading only: no database is created,
-            initialised or migrated, and `export` raises. Records committed by a writer
-            that is still running are read; to coordinate with it, SQLite may leave the
-            empty `-wal` and `-shm` files a WAL database needs next to the file.
+            initialised or migrated, `export` raises, and no file is added beside it.
+            Records committed by a writer that is still running are read, through the
+            `-wal` and `-shm` files it keeps open. A file with several hard links is refused.
 
     Raises:
-        TraceStoreError: when the file cannot be opened, is missing (`read_only`), is not a
-            SQLite database, or has a `user_version` other than 3 (or 0 when writable).
+        TraceStoreError: when the file cannot be opened, is missing or hard-linked
+            (`read_only`), is not a SQLite database, or has a `user_version` other than 3
+            (or 0 when writable).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
@@ -99,11 +100,7 @@ class SqliteTraceStore:
 
     def _open(self) -> sqlite3.Connection:
         if self._read_only:
-            if not self._path.is_file():
-                raise TraceStoreError(f"Trace store not found: {self._path}")
-            # mode=ro (not immutable=1) so committed records still in another writer's
-            # WAL are read, under SQLite's normal locking.
-            target, uri = f"{self._path.resolve().as_uri()}?mode=ro", True
+            target, uri = self._read_only_uri(), True
         else:
             target, uri = str(self._path), False
         try:
@@ -119,6 +116,33 @@ class SqliteTraceStore:
         except (sqlite3.Error, OSError) as error:
             raise TraceStoreError(f"Cannot open trace store {self._path}: {error}") from error
         return connection
+
+    def _read_only_uri(self) -> str:
+        """Return the URI that reads the store without adding files beside it.
+
+        Raises:
+            TraceStoreError: when the file is missing or has several hard links.
+        """
+        if not self._path.is_file():
+            raise TraceStoreError(f"Trace store not found: {self._path}")
+        real = self._path.resolve()
+        try:
+            links = real.stat().st_nlink
+        except OSError as error:
+            raise TraceStoreError(f"Cannot open trace store {self._path}: {error}") from error
+        if links > 1:
+            # Sidecar files and locks follow one name; another name for the file escapes them.
+            raise TraceStoreError(
+                f"Cannot open trace store {self._path}: the file has {links} hard links"
+            )
+        uri = f"{real.as_uri()}?mode=ro"
+        if any(real.with_name(real.name + suffix).exists() for suffix in ("-wal", "-shm")):
+            # A writer may be live: read its committed WAL records under SQLite's locking.
+            # The files exist already, so SQLite creates nothing new.
+            return uri
+        # No sidecars, so no WAL writer is active (one keeps them while open) and the file
+        # is read as it is, without the -wal and -shm files WAL mode would otherwise create.
+        return f"{uri}&immutable=1"
 
     def _check_schema(self) -> None:
         try:
