@@ -71,16 +71,21 @@ class _Batch:
         self._calls = batch.calls
         self._context = context
         execution, invocation = turn_options(context.options)
-        self._attributes = {
-            "agent.runId": invocation.agent_run_id,
-            "agent.turn": execution.turn,
-            "agent.parentAttemptId": context.attempt_id,
-        }
+        watched = observed(context)
+        self._attributes = (
+            {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.parentAttemptId": context.attempt_id,
+            }
+            if watched
+            else None
+        )
         self._controls = RunControls(dry_run=context.dry_run)
         self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
         self.failure: BaseException | None = None
         self._lock = threading.Lock()
-        self._progress = _CallsProgress(self._calls, context) if observed(context) else None
+        self._progress = _CallsProgress(self._calls, context) if watched else None
 
     def keep_going(self) -> bool:
         return self.failure is None and not self._context.signal.is_set()
@@ -105,10 +110,10 @@ class _Batch:
             progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
 
     def _dispatch(self, call: PreparedCall) -> FrozenDict:
-        options = {
-            "input": call.input,
-            "attributes": {**self._attributes, "agent.callId": call.id, "agent.tool": call.tool},
-        }
+        attributes = self._attributes
+        if attributes is not None:
+            attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
+        options = {"input": call.input, "attributes": attributes}
         link = child_link(self._context, item_key=call.id)
         pipeline = self._runtime.tool_pipelines[call.tool]
         result = execute_run(pipeline, options, self._controls, link=link, plan=call.plan)
@@ -137,19 +142,19 @@ class CallsStep:
             return ()
         execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
-        admitted = execution.calls + len(decision.calls)
-        context.report_attempt(
-            1,
-            {
-                "agent.runId": invocation.agent_run_id,
-                "agent.turn": execution.turn,
-                "agent.callsAdmitted": admitted,
-                "agent.callCount": len(decision.calls),
-            },
-        )
+        if observed(context):
+            context.report_attempt(
+                1,
+                {
+                    "agent.runId": invocation.agent_run_id,
+                    "agent.turn": execution.turn,
+                    "agent.callsAdmitted": execution.calls + len(decision.calls),
+                    "agent.callCount": len(decision.calls),
+                },
+            )
         batch = _Batch(self._runtime, decision, context)
         workers = self._runtime.limits.max_concurrency
-        pool = invocation.pool(workers) if workers > 1 and len(decision.calls) > 1 else None
+        pool = invocation.pool(workers - 1) if workers > 1 and len(decision.calls) > 1 else None
         run_lazily(len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool)
         if batch.failure is not None:
             raise batch.failure

@@ -163,7 +163,8 @@ def define_tool(
 def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepContext], Any]:
     def run_tool(inputs: Mapping[str, Any], context: StepContext) -> Any:
         options = context.options
-        context.report_attempt(1, options["attributes"])
+        if options["attributes"] is not None:
+            context.report_attempt(1, options["attributes"])
         return handler(options["input"], ToolContext(context))
 
     return run_tool

@@ -15,9 +15,13 @@ from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import _ToolSpec
 from tubeless.errors import AgentError, AgentLimitError
-from tubeless.pipeline import Pipeline, PipelinePlan, StepContext
+from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
+from tubeless.pipeline._child_run import observed
 from tubeless.pipeline._context import raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
+
+_DRY = RunControls(dry_run=True)
+_WET = RunControls()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,17 +138,18 @@ class DecideStep:
         decision = parse_decision(callback(execution.state, view))
         raise_if_cancelled(signal)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
-        context.report_attempt(
-            1,
-            {
-                "agent.runId": invocation.agent_run_id,
-                "agent.turn": execution.turn,
-                "agent.stateVersion": execution.state_version,
-                "agent.callsAdmitted": execution.calls,
-                "agent.decision": "continue" if batch else "finish",
-                "agent.callCount": len(batch),
-            },
-        )
+        if observed(context):
+            context.report_attempt(
+                1,
+                {
+                    "agent.runId": invocation.agent_run_id,
+                    "agent.turn": execution.turn,
+                    "agent.stateVersion": execution.state_version,
+                    "agent.callsAdmitted": execution.calls,
+                    "agent.decision": "continue" if batch else "finish",
+                    "agent.callCount": len(batch),
+                },
+            )
         if not isinstance(decision, ContinueDecision):
             result = validate_boundary(
                 runtime.result_schema, decision.result, "Agent finish result"
@@ -182,7 +187,7 @@ class DecideStep:
                 spec.input_schema, call.input, f"Agent tool {call.tool} input"
             )
             raise_if_cancelled(context.signal)
-            plan = runtime.tool_pipelines[call.tool].plan({"dry_run": context.dry_run})
+            plan = runtime.tool_pipelines[call.tool].plan(_DRY if context.dry_run else _WET)
             if not plan.ok:
                 raise AgentError(
                     f"Agent tool {call.tool} has an invalid plan",
@@ -210,14 +215,15 @@ class ReduceStep:
             state = own_state(self._runtime.reduce(state, outcomes))
         raise_if_cancelled(context.signal)
         admitted = execution.calls + len(outcomes)
-        context.report_attempt(
-            1,
-            {
-                "agent.runId": invocation.agent_run_id,
-                "agent.turn": execution.turn,
-                "agent.stateVersion": execution.state_version + 1,
-                "agent.callsAdmitted": admitted,
-            },
-        )
+        if observed(context):
+            context.report_attempt(
+                1,
+                {
+                    "agent.runId": invocation.agent_run_id,
+                    "agent.turn": execution.turn,
+                    "agent.stateVersion": execution.state_version + 1,
+                    "agent.callsAdmitted": admitted,
+                },
+            )
         following = Execution(state, execution.turn + 1, execution.state_version + 1, admitted)
         return {"kind": "next", "state": following}

@@ -40,6 +40,7 @@ class RunControls:
 
 
 _CONTROL_FIELDS = frozenset(field.name for field in dataclasses.fields(RunControls))
+_DEFAULT_CONTROLS = RunControls()
 
 
 def _string_list(value: object, field: str) -> tuple[str, ...] | None:
@@ -63,7 +64,15 @@ def resolve_controls(controls: RunControls | Mapping[str, Any] | None) -> RunCon
         TypeError: for an unknown key or a value of the wrong type.
     """
     if controls is None:
-        return RunControls()
+        return _DEFAULT_CONTROLS
+    if (
+        type(controls) is RunControls
+        and controls.step_ids is None
+        and controls.targets is None
+        and type(controls.dry_run) is bool
+        and type(controls.continue_on_error) is bool
+    ):
+        return controls
     if isinstance(controls, RunControls):
         fields = {name: getattr(controls, name) for name in _CONTROL_FIELDS}
     elif isinstance(controls, Mapping):

@@ -160,8 +160,10 @@ class _Run:
             return self._complete(None)
         if not self._validate_options(options):
             return self._complete(None)
-        for step in self._plan.steps:
-            self._emit("step.planned", _planned_payload(step), stepId=step.id)
+        observer = self._scope.observer
+        if observer is not None:
+            for step in self._plan.steps:
+                observer.emit("step.planned", _planned_payload(step), stepId=step.id)
         scheduler = StepScheduler(
             self._scope,
             self._pipeline.id,

@@ -19,15 +19,16 @@ def run_lazily(
 
     Before taking each next item a worker asks `keep_going()`; once it says no, nothing new
     starts, and the call returns after every started item has finished (drain). `work` must
-    not raise. With `concurrency == 1` items run inline on the calling thread.
+    not raise. The calling thread is one of the workers (it would only wait otherwise), so
+    a pool needs `concurrency - 1` threads; with `concurrency == 1` everything runs inline.
 
     Args:
         count: how many items.
         concurrency: the bound on items running at once.
         work: runs one item.
         keep_going: whether another item may start.
-        executor: a pool (with at least `concurrency` workers) to reuse; otherwise a pool is
-            made for this call and shut down before it returns.
+        executor: a pool (with at least `concurrency - 1` workers) to reuse; otherwise a
+            pool is made for this call and shut down before it returns.
     """
     workers = min(concurrency, count)
     if workers <= 1:
@@ -51,10 +52,11 @@ def run_lazily(
 
     own = executor is None
     pool = executor or concurrent.futures.ThreadPoolExecutor(
-        max_workers=workers, thread_name_prefix="tubeless-worker"
+        max_workers=workers - 1, thread_name_prefix="tubeless-worker"
     )
     try:
-        futures = [pool.submit(worker) for _ in range(workers)]
+        futures = [pool.submit(worker) for _ in range(workers - 1)]
+        worker()
         for future in futures:
             future.result()
     finally:
