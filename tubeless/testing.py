@@ -21,8 +21,8 @@ __all__ = [
 class MemoryTraceSink:
     """A trace sink that keeps every exported record in memory, in export order.
 
-    Each record is validated and deep-copied, so later changes to the caller's dict do not
-    show. Safe to share between threads.
+    Each record is validated and, unless it is a run's own `TraceRecord`, deep-copied, so
+    later changes to the caller's dict do not show. Safe to share between threads.
 
     Args:
         fail_after: when set, the sink takes this many records and then raises
@@ -52,7 +52,8 @@ class MemoryTraceSink:
             TraceSinkError: when the sink is closed, or `fail_after` records were taken.
         """
         trace.validate_record(record)
-        kept = copy.deepcopy(record)
+        # A run's own records are already checked and never change; copy anything else.
+        kept = record if type(record) is trace.TraceRecord else copy.deepcopy(record)
         with self._lock:
             if self.closed:
                 raise errors.TraceSinkError("MemoryTraceSink is closed")

@@ -13,8 +13,9 @@ from tubeless._frozen import FrozenDict
 from tubeless.agent import define_agent, define_tool
 from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import ToolError
+from tubeless.pipeline._context import PROGRESS_INTERVAL_MS
 from tubeless.schema import validator
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import FakeClock, MemoryTraceSink
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}
@@ -294,7 +295,10 @@ def test_a_fatal_failure_drains_an_active_sibling_without_cancelling_it(
         handler, [_calls("slow", "bad", "never"), FINISH], concurrency=2, reduced=reduced
     )
 
-    run = agent.run({}, None, {"tracing": watch, "signal": run_signal})
+    # The watch reads progress records: a clock moving a full interval per reading makes
+    # every progress report go out at once instead of being held back.
+    clock = FakeClock(tick=PROGRESS_INTERVAL_MS)
+    run = agent.run({}, None, {"tracing": watch, "signal": run_signal, "now": clock})
 
     assert run.status == "failed"
     assert sorted(log.with_prefix("started:")) == ["bad", "slow"]

@@ -8,7 +8,8 @@ from typing import Any
 
 from tubeless.agent import define_agent, define_tool
 from tubeless.agent._scripted import scripted_decide
-from tubeless.testing import MemoryTraceSink
+from tubeless.pipeline._context import PROGRESS_INTERVAL_MS
+from tubeless.testing import FakeClock, MemoryTraceSink
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}
@@ -27,6 +28,11 @@ class Progress:
             assert record["stepId"] == "agent"
             with self._lock:
                 self.payloads.append(record["payload"]["progress"])
+
+
+def _every_report_due() -> FakeClock:
+    """A clock moving a full progress interval per reading: no report is held back."""
+    return FakeClock(tick=PROGRESS_INTERVAL_MS)
 
 
 def _calls_progress(sink: MemoryTraceSink) -> list[dict[str, Any]]:
@@ -66,7 +72,9 @@ def test_a_batch_of_100_calls_shows_at_most_32_call_groups(sink: MemoryTraceSink
     """Every calls-step update keeps 32 call rows plus a `+68 more` row, active first."""
     hook = Progress()
 
-    run = _agent([_batch(100), FINISH]).run({}, None, {"tracing": sink, "hooks": hook})
+    run = _agent([_batch(100), FINISH]).run(
+        {}, None, {"tracing": sink, "hooks": hook, "now": _every_report_due()}
+    )
 
     assert run.status == "completed"
     updates = _calls_progress(sink)
@@ -119,7 +127,9 @@ def test_forty_turns_keep_the_current_group_and_31_recent_ones() -> None:
     hook = Progress()
     decisions = [_batch(1) for _ in range(40)] + [FINISH]
 
-    run = _agent(decisions, max_turns=41, max_decisions=41).run({}, None, {"hooks": hook})
+    run = _agent(decisions, max_turns=41, max_decisions=41).run(
+        {}, None, {"hooks": hook, "now": _every_report_due()}
+    )
 
     assert run.status == "completed"
     assert hook.payloads

@@ -141,7 +141,7 @@ def test_plain_values_are_accepted(value: Any) -> None:
 
     assert thaw(owned) == thaw(value)
     expected = {list: tuple, tuple: tuple, dict: FrozenDict}.get(type(value), type(value))
-    assert type(owned) is expected
+    assert isinstance(owned, expected)
 
 
 def test_already_frozen_state_is_reused() -> None:
@@ -425,3 +425,28 @@ def test_state_nested_too_deeply_is_invalid_state() -> None:
         own_state(value)
 
     assert raised.value.code == INVALID_STATE
+
+
+def test_owned_parts_of_a_previous_state_are_reused_not_walked() -> None:
+    """A commit that keeps the previous state's parts reuses them without a copy or a walk."""
+    previous = own_state({"observations": [{"n": i} for i in range(1000)], "turn": 1})
+    grown = {"observations": (*previous["observations"], {"n": 1000}), "turn": 2}
+
+    state = own_state(grown)
+
+    assert all(
+        new is old
+        for new, old in zip(state["observations"], previous["observations"], strict=False)
+    )
+    assert own_state(state) is state
+    assert own_state(previous["observations"]) is previous["observations"]
+
+
+def test_outcomes_are_not_trusted_as_owned_state() -> None:
+    """A read-only mapping the harness did not own (an outcome) is still checked and copied."""
+    outcome = FrozenDict(id="c", tool="t", ok=True, value=[1, 2])
+
+    state = own_state({"kept": outcome})
+
+    assert state["kept"] is not outcome
+    assert state["kept"]["value"] == (1, 2)

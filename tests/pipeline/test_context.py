@@ -268,3 +268,31 @@ def test_now_reads_the_run_clock(clock: Any) -> None:
 
     assert readings[1] == readings[0] + 1
     assert readings[0] > 1_700_000_000_000
+
+
+def test_progress_is_held_back_between_intervals_and_the_latest_is_sent() -> None:
+    """Reports within 50 ms of the last record wait; the latest goes out before settling."""
+    from tubeless.testing import FakeClock, MemoryTraceSink
+
+    clock = FakeClock()
+    sink = MemoryTraceSink()
+
+    def busy(inputs: Any, context: Any) -> None:
+        for done in range(1, 101):
+            context.report_progress(done, 100, f"item {done}")
+        clock.advance(60)
+        context.report_progress(100, 100, "after a pause")
+        context.report_progress(100, 100, "the very last")
+
+    steps = create_steps()
+    define_pipeline(id="throttled", steps=[steps.step("busy", run=busy)]).run(
+        context={"tracing": sink, "now": clock}
+    )
+    messages = [
+        r["payload"]["progress"]["message"]
+        for r in sink.records
+        if r["name"] == "step.running" and "progress" in r["payload"]
+    ]
+    assert messages == ["item 1", "after a pause", "the very last"]
+    names = [r["name"] for r in sink.records if r.get("stepId") == "busy"]
+    assert names[-2:] == ["step.running", "step.complete"]

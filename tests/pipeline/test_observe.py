@@ -9,8 +9,9 @@ import pytest
 
 from tubeless.errors import Issue, SchemaIssues, TraceSinkError
 from tubeless.pipeline import HOOK_NAMES, create_steps, define_pipeline
+from tubeless.pipeline._context import PROGRESS_INTERVAL_MS
 from tubeless.schema import validator
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import FakeClock, MemoryTraceSink
 from tubeless.trace import validate_record
 
 _GUARD = 30.0
@@ -204,7 +205,9 @@ def test_records_are_serialised_across_threads() -> None:
     step = create_steps()
     steps = [step(f"s{index}", run=chatty) for index in range(4)]
     run = define_pipeline(id="chatty", steps=steps).run(
-        controls={"max_concurrency": 4}, context={"hooks": {"on_record": on_record}}
+        controls={"max_concurrency": 4},
+        # Every progress report is due when the clock moves a full interval per reading.
+        context={"hooks": {"on_record": on_record}, "now": FakeClock(tick=PROGRESS_INTERVAL_MS)},
     )
 
     assert run.status == "completed"

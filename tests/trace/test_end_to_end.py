@@ -169,3 +169,32 @@ def test_no_record_is_built_when_nothing_observes(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(_observe.RunObserver, "__init__", refuse)
     run = _tree().run({"token": SECRET})
     assert run.status == "completed"
+
+
+def test_each_definition_snapshot_is_sent_once_per_run_tree() -> None:
+    """The first run of a definition carries its snapshot; later runs carry the identity."""
+    sink = MemoryTraceSink()
+    _tree().run({}, context={"tracing": sink})
+    started = [r for r in sink.records if r["name"] == "pipeline.started"]
+    with_snapshot = [r["pipelineId"] for r in started if "definitionSnapshot" in r["payload"]]
+    assert sorted(with_snapshot) == ["inner", "tree"]
+    assert all("definitionIdentity" in r["payload"] for r in started)
+    assert len([r for r in started if r["pipelineId"] == "inner"]) == 6
+
+
+def test_a_run_does_not_check_its_own_records_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sinks and composition trust the records a run built and checked."""
+    from tubeless.trace import _wire
+
+    checked: list[str] = []
+    real = _wire.check_record
+
+    def counting(record: Any) -> None:
+        checked.append(record["name"])
+        real(record)
+
+    monkeypatch.setattr(_wire, "check_record", counting)
+    monkeypatch.setattr(_observe, "check_record", counting)
+    sinks = [MemoryTraceSink(), MemoryTraceSink()]
+    _tree().run({}, context={"tracing": compose_sinks(*sinks)})
+    assert len(checked) == len(sinks[0].records) == len(sinks[1].records)

@@ -44,9 +44,9 @@ class _CallsProgress:
             self._status[call_id] = status
             if label is not None:
                 self._labels[call_id] = label
-            self._publish()
+            self._context.offer_progress(self._snapshot)
 
-    def _publish(self) -> None:
+    def _snapshot(self) -> tuple[int, int, str, list[dict[str, Any]]]:
         shown = visible_groups(self._ids, self._status, DETAIL_GROUP_LIMIT)
         rows: list[dict[str, Any]] = []
         for call_id in shown:
@@ -60,7 +60,7 @@ class _CallsProgress:
         settled = sum(1 for s in self._status.values() if s not in ("pending", "running"))
         running = sum(1 for s in self._status.values() if s == "running")
         message = f"{settled}/{len(self._ids)} calls · {running} running"
-        self._context.report_progress(settled, len(self._ids), message, rows)
+        return settled, len(self._ids), message, rows
 
 
 class _Batch:

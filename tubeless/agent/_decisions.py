@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless.agent._state import OwnedDict, OwnedTuple
 from tubeless.errors import AgentError
 
 CALL_ID_LIMIT = 256
@@ -43,7 +44,7 @@ def _invalid(message: str) -> AgentError:
 
 
 def _plain(value: object) -> bool:
-    return type(value) in (dict, FrozenDict)
+    return type(value) in (dict, FrozenDict, OwnedDict)
 
 
 def _keys_text(keys: object) -> str:
@@ -76,7 +77,7 @@ def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     if extra:
         raise _invalid(f"Agent continue decision has unexpected keys: {_keys_text(extra)}")
     calls = raw.get("calls")
-    if type(calls) not in (list, tuple) or not calls:
+    if type(calls) not in (list, tuple, OwnedTuple) or not calls:
         raise _invalid("Agent continue decision requires a non-empty calls list")
     assert isinstance(calls, (list, tuple))
     parsed = tuple(_parse_call(call, position) for position, call in enumerate(calls))

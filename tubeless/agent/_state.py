@@ -2,9 +2,12 @@
 
 Plain data is `None`, `bool`, `int`, finite `float`, `str`, lists/tuples of plain data and
 dicts with string keys of plain data. Mappings become read-only `FrozenDict`s and
-sequences tuples, so `json.dumps(state)` works and `==` compares by value. Tuples and
-`FrozenDict`s are checked like everything else (an outcome may hold a tool's mutable
-output) and reused only when nothing inside them needed a copy.
+sequences tuples, so `json.dumps(state)` works and `==` compares by value.
+
+What this module makes is marked as owned (`OwnedDict`, `OwnedTuple`) and reused as is
+when it reappears in a later state, so a commit never walks or copies the unchanged parts
+of the previous state again. Other tuples and `FrozenDict`s (an outcome may hold a tool's
+mutable output) are checked like everything else.
 """
 
 from __future__ import annotations
@@ -18,6 +21,18 @@ from tubeless.errors import AgentDefinitionError, AgentError
 _SCALARS = (str, int, bool)
 
 
+class OwnedDict(FrozenDict):
+    """A read-only mapping made by `own_state`: checked plain data, reused without a walk."""
+
+    __slots__ = ()
+
+
+class OwnedTuple(tuple[Any, ...]):
+    """A tuple made by `own_state`: checked plain data, reused without a walk."""
+
+    __slots__ = ()
+
+
 class _NotPlainError(ValueError):
     """Why a value is not plain data, and where."""
 
@@ -29,7 +44,7 @@ def _where(path: tuple[str | int, ...]) -> str:
 
 def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool) -> Any:
     kind = type(value)
-    if value is None or kind in _SCALARS:
+    if value is None or kind in _SCALARS or kind is OwnedDict or kind is OwnedTuple:
         return value
     if kind is float:
         if math.isfinite(value):
@@ -60,9 +75,7 @@ def _freeze_mapping(
         keys.sort()
     items = {key: _freeze(value[key], (*path, key), ancestors, sort_keys) for key in keys}
     ancestors.discard(id(value))
-    if isinstance(value, FrozenDict) and list(value) == keys and _reusable(value, items):
-        return value
-    return FrozenDict(items)
+    return OwnedDict(items)
 
 
 def _freeze_sequence(
@@ -72,22 +85,11 @@ def _freeze_sequence(
     sort_keys: bool,
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
-    items = tuple(
+    items = OwnedTuple(
         _freeze(item, (*path, index), ancestors, sort_keys) for index, item in enumerate(value)
     )
     ancestors.discard(id(value))
-    if isinstance(value, tuple) and _reusable(value, items):
-        return value
     return items
-
-
-def _reusable(
-    original: tuple[Any, ...] | FrozenDict, copy: tuple[Any, ...] | dict[str, Any]
-) -> bool:
-    """Whether an immutable `original` may stand for its `copy`: every part came back as is."""
-    parts = original.values() if isinstance(original, dict) else original
-    kept = copy.values() if isinstance(copy, dict) else copy
-    return all(new is old for new, old in zip(kept, parts, strict=True))
 
 
 def own_state(value: Any) -> Any:
@@ -118,7 +120,7 @@ def own_descriptor(value: Any, label: str) -> FrozenDict:
     Raises:
         AgentDefinitionError: when the descriptor is not a JSON object of plain data.
     """
-    if type(value) not in (dict, FrozenDict):
+    if not isinstance(value, dict) or type(value) not in (dict, FrozenDict, OwnedDict):
         raise AgentDefinitionError(f"{label} descriptor must be a JSON object")
     try:
         frozen = _freeze(dict(value), (), set(), True)

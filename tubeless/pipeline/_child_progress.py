@@ -21,6 +21,8 @@ _TERMINAL = {
 }
 _FINISHED = frozenset(_TERMINAL.values())
 Row = dict[str, Any]
+Progress = tuple[float, float | None, str | None, list[Row]]
+Offer = Callable[[Callable[[], Progress]], None]
 
 
 class ChildRunTracker:
@@ -129,13 +131,17 @@ def _rank(status: str) -> int:
 class SingleChildProgress:
     """Progress of a `from_pipeline` step: its child's steps."""
 
-    def __init__(self, plan: PipelinePlan, report: Callable[..., None]) -> None:
-        self._report = report
+    def __init__(self, plan: PipelinePlan, offer: Offer) -> None:
+        self._offer = offer
         self.tracker = ChildRunTracker(plan, self.publish)
 
     def publish(self) -> None:
+        """Offer the parent step's progress (built only if it goes out)."""
+        self._offer(self._snapshot)
+
+    def _snapshot(self) -> Progress:
         tracker = self.tracker
-        self._report(tracker.completed, tracker.total, tracker.message(), tracker.rows("", 0))
+        return tracker.completed, tracker.total, tracker.message(), tracker.rows("", 0)
 
 
 class FanOutProgress:
@@ -145,7 +151,7 @@ class FanOutProgress:
         self,
         keys: Sequence[str],
         steps_per_item: int,
-        report: Callable[..., None],
+        offer: Offer,
         *,
         item_noun: str = "items",
         detail_limit: int = DETAIL_GROUP_LIMIT,
@@ -157,7 +163,7 @@ class FanOutProgress:
         self._lock = lock if lock is not None else threading.RLock()
         self._keys = list(keys)
         self._steps = steps_per_item
-        self._report = report
+        self._offer = offer
         self._noun = item_noun
         self._limit = detail_limit
         self._status: dict[str, str] = dict.fromkeys(self._keys, "pending")
@@ -178,11 +184,11 @@ class FanOutProgress:
             self.publish()
 
     def publish(self) -> None:
-        """Report the current totals, message and item groups."""
+        """Offer the current totals, message and item groups."""
         with self._lock:
-            self._publish()
+            self._offer(self._snapshot)
 
-    def _publish(self) -> None:
+    def _snapshot(self) -> Progress:
         done = sum(1 for s in self._status.values() if s in _FINISHED)
         running = [k for k in self._keys if self._status[k] == "running"]
         message = f"{done}/{len(self._keys)} {self._noun} · {len(running)} running"
@@ -193,7 +199,7 @@ class FanOutProgress:
                 break
         completed = sum(t.completed for t in self._trackers.values())
         total = len(self._keys) * self._steps
-        self._report(completed, total, message, self._rows())
+        return completed, total, message, self._rows()
 
     def _rows(self) -> list[Row]:
         shown = visible_groups(self._keys, self._status, self._limit)
@@ -215,9 +221,9 @@ class FanOutProgress:
 class IterationProgress:
     """Progress of an `iterate_pipeline` step: the current group, then newest settled ones."""
 
-    def __init__(self, max_iterations: int, report: Callable[..., None]) -> None:
+    def __init__(self, max_iterations: int, offer: Offer) -> None:
         self._max = max_iterations
-        self._report = report
+        self._offer = offer
         self._index = 0
         self._tracker: ChildRunTracker | None = None
         self._status = "pending"
@@ -253,6 +259,10 @@ class IterationProgress:
         return row
 
     def publish(self) -> None:
+        """Offer the current group, its child's rows and the settled groups."""
+        self._offer(self._snapshot)
+
+    def _snapshot(self) -> Progress:
         message = f"Iteration {self._index} of at most {self._max}"
         rows: list[Row] = []
         if self._tracker is not None:
@@ -264,4 +274,4 @@ class IterationProgress:
         rows += self._settled
         if self._dropped:
             rows.append({"id": "earlier-iterations", "name": f"{self._dropped} earlier iterations"})
-        self._report(self._index - 1, self._max, message, rows)
+        return self._index - 1, self._max, message, rows

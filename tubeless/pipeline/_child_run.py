@@ -138,7 +138,7 @@ class SingleChildRunner:
         plan = self.pipeline.plan(controls)
         hooks = []
         if observed(context):
-            hooks.append(SingleChildProgress(plan, context.report_progress).tracker.hooks)
+            hooks.append(SingleChildProgress(plan, context.offer_progress).tracker.hooks)
         link = child_link(context, hooks=hooks, item_key=scope_of(context).item_key)
         result = run_child(self.pipeline, options, controls, plan, link)
         if self.map_result:
@@ -161,7 +161,7 @@ class IterationRunner:
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         state = self.initial_state(inputs, context)
         progress = (
-            IterationProgress(self.max_iterations, context.report_progress)
+            IterationProgress(self.max_iterations, context.offer_progress)
             if observed(context)
             else None
         )

@@ -33,6 +33,14 @@ def default_sleep(seconds: float, signal: threading.Event) -> None:
     signal.wait(max(0.0, seconds))
 
 
+PROGRESS_INTERVAL_MS = 50
+"""Progress records of one attempt go out at most this often (the latest is never lost)."""
+
+ProgressSource = Callable[
+    [], tuple[float, "float | None", "str | None", "Sequence[Mapping[str, Any]] | None"]
+]
+
+
 def cancellation_message(signal: threading.Event) -> str:
     """`Pipeline run aborted[: <reason>]`, using the signal's `reason` when it has one."""
     reason = getattr(signal, "reason", None)
@@ -228,19 +236,29 @@ class StepContext(ExecutionContext):
         attempt_id: this attempt's id (`<run id>:attempt:<n>`).
     """
 
-    __slots__ = ("_active", "attempt_id")
+    __slots__ = ("_active", "_last_progress_ms", "_pending", "attempt_id")
 
     def __init__(self, scope: RunScope, step_id: str, attempt_id: str) -> None:
         super().__init__(scope, step_id)
         self.attempt_id = attempt_id
         self._active = True
+        self._last_progress_ms: int | None = None
+        self._pending: ProgressSource | None = None
 
     def _attempt_id_or_none(self) -> str | None:
         return self.attempt_id
 
     def close(self) -> None:
-        """Stop accepting progress (the attempt has settled)."""
-        self._active = False
+        """Send the latest held-back progress, then stop accepting progress (settled)."""
+        channel = self._scope.channel
+        if channel is None:
+            self._active = False
+            return
+        with channel.lock:
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                self._emit_progress(progress_payload(*pending()))
+            self._active = False
 
     def report_progress(
         self,
@@ -251,19 +269,44 @@ class StepContext(ExecutionContext):
     ) -> None:
         """Report progress of this attempt (ignored when nothing observes the run).
 
+        Progress records go out at most every 50 ms per attempt; the latest report held
+        back meanwhile goes out before the attempt settles, so nothing final is lost.
+
         Raises:
             TypeError: for a non-finite count or a malformed detail row.
         """
-        observer = self._scope.observer
-        if observer is None or not self._active:
+        if self._scope.observer is None or not self._active:
             return
         progress = progress_payload(completed, total, message, details)
-        observer.emit(
-            "step.running",
-            {"progress": progress},
-            stepId=self._step_id,
-            attemptId=self.attempt_id,
-        )
+        self.offer_progress(lambda: (completed, total, message, details), progress)
+
+    def offer_progress(self, source: ProgressSource, built: dict[str, Any] | None = None) -> None:
+        """Report progress that `source()` describes, building it only if it goes out now.
+
+        Used by child-run trackers, whose detail rows are costly to build on every change.
+        """
+        channel = self._scope.channel
+        if self._scope.observer is None or not self._active or channel is None:
+            return
+        with channel.lock:
+            now = self._scope.now()
+            last = self._last_progress_ms
+            if last is not None and now - last < PROGRESS_INTERVAL_MS:
+                self._pending = source
+                return
+            self._pending = None
+            self._last_progress_ms = now
+            self._emit_progress(built if built is not None else progress_payload(*source()))
+
+    def _emit_progress(self, progress: dict[str, Any]) -> None:
+        observer = self._scope.observer
+        if observer is not None:
+            observer.emit(
+                "step.running",
+                {"progress": progress},
+                stepId=self._step_id,
+                attemptId=self.attempt_id,
+            )
 
     def report_attempt(self, attempt: int, attributes: Mapping[str, object] | None = None) -> None:
         """Record a logical attempt (retries inside a handler) with flat scalar attributes.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tubeless.errors import PipelineExecutionError, TubelessError
+from tubeless.errors import PipelineExecutionError, TraceRecordError, TubelessError
 from tubeless.pipeline._context import ExecutionContext
 from tubeless.pipeline._controls import RunContext, RunControls, resolve_context, resolve_controls
 from tubeless.pipeline._graph import (
@@ -22,8 +21,8 @@ from tubeless.pipeline._render import render_mermaid
 from tubeless.pipeline._report import PipelineRun
 from tubeless.pipeline._steps import RequiredOutputs, Step
 from tubeless.schema import Schema, as_schema
+from tubeless.trace._wire import TRACE_VERSION, check_record
 
-_SNAPSHOT_BYTE_LIMIT = 256 * 1024
 _PLAN_CACHE_LIMIT = 64
 
 Finalizer = Callable[[dict[str, Any], ExecutionContext], Any]
@@ -70,6 +69,34 @@ def _step_list(value: object, field: str, pipeline_id: str) -> tuple[Step, ...]:
         if not isinstance(item, Step):
             raise TypeError(f"Pipeline {pipeline_id} {field} must contain steps, got {item!r}")
     return tuple(value)
+
+
+def _snapshot_traceable(pipeline: Pipeline) -> bool:
+    """Whether a `pipeline.started` record can carry the snapshot (else: identity alone).
+
+    Ids over 4096 characters, over 4096 steps or 256 KiB of JSON are beyond the limits.
+    """
+    identity = pipeline.definition.identity.to_dict()
+    sample = {
+        "version": TRACE_VERSION,
+        "name": "pipeline.started",
+        "pipelineId": pipeline.id or "pipeline",
+        "runId": "run",
+        "timestampMs": 0,
+        "payload": {
+            "dryRun": False,
+            "planOk": True,
+            "stepCount": 0,
+            "targetIds": [],
+            "definitionIdentity": identity,
+            "definitionSnapshot": pipeline.definition.to_dict(),
+        },
+    }
+    try:
+        check_record(sample)
+    except TraceRecordError:
+        return False
+    return True
 
 
 def _optional_text(value: object, field: str) -> str | None:
@@ -131,7 +158,6 @@ class Pipeline:
         "_finalize",
         "_order",
         "_plans",
-        "_snapshot_fits",
         "_steps",
         "definition",
         "description",
@@ -140,6 +166,7 @@ class Pipeline:
         "name",
         "options_schema",
         "result_schema",
+        "snapshot_traceable",
         "step_ids",
         "target_ids",
     )
@@ -191,9 +218,7 @@ class Pipeline:
             (self.options_schema is not None, result_schema is not None),
             implementation_version,
         )
-        compact = json.dumps(self.definition.to_dict(), ensure_ascii=False, separators=(",", ":"))
-        size = len(compact.encode("utf-8"))
-        self._snapshot_fits = size <= _SNAPSHOT_BYTE_LIMIT
+        self.snapshot_traceable = _snapshot_traceable(self)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.id!r})"
@@ -275,7 +300,3 @@ class Pipeline:
     def finalize_outputs(self, outputs: dict[str, Any], context: ExecutionContext) -> Any:
         """Run the compiled finalizer."""
         return self._finalize(outputs, context)
-
-    def trace_snapshot(self) -> dict[str, Any] | None:
-        """A fresh wire copy of the definition snapshot, or `None` when it is too large."""
-        return self.definition.to_dict() if self._snapshot_fits else None

@@ -189,13 +189,10 @@ class _Run:
             "targetIds": list(pipeline.target_ids[:128]),
             "definitionIdentity": pipeline.definition.identity.to_dict(),
         }
-        snapshot = pipeline.trace_snapshot()
-        if snapshot is not None:
-            payload["definitionSnapshot"] = snapshot
-            if not self._scope.observer.accepts("pipeline.started", payload):
-                # Beyond the trace limits (an id over 4096 characters, over 4096 steps):
-                # the record goes out with the identity alone rather than not at all.
-                del payload["definitionSnapshot"]
+        channel = self._scope.channel
+        definition_id = pipeline.definition.identity.definition_id
+        if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
+            payload["definitionSnapshot"] = pipeline.definition.to_dict()
         self._emit("pipeline.started", payload)
 
     def _validate_options(self, options: Any) -> bool:

@@ -90,7 +90,7 @@ class FanOutRunner:
             progress = FanOutProgress(
                 keys,
                 len(self.pipeline.step_ids),
-                context.report_progress,
+                context.offer_progress,
                 item_noun=str(self.progress.get("item_noun", "items")),
                 detail_limit=int(self.progress.get("detail_limit", 32)),
                 lock=record_lock(context),

@@ -10,9 +10,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tubeless.errors import TraceRecordError, TraceSinkError
+from tubeless.errors import TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace._wire import TRACE_VERSION, TraceSink, validate_record
+from tubeless.trace._wire import TRACE_VERSION, TraceRecord, TraceSink, check_record
 
 Record = dict[str, Any]
 Hook = Callable[[Record], None]
@@ -90,13 +90,25 @@ def _hook_names(record: Record) -> tuple[str, ...]:
 class TraceChannel:
     """What one run tree shares: the serialising lock, the sink and its health."""
 
-    __slots__ = ("_retired", "lock", "log", "sink")
+    __slots__ = ("_retired", "_snapshots", "lock", "log", "sink")
 
     def __init__(self, sink: TraceSink | None, log: PipelineLogger) -> None:
         self.lock = threading.RLock()
         self.sink = sink
         self.log = log
         self._retired = False
+        self._snapshots: set[str] = set()
+
+    def first_snapshot(self, definition_id: str) -> bool:
+        """Whether no run of this tree has sent the snapshot of `definition_id` yet.
+
+        A definition's snapshot goes out with the first run of it in the tree; later runs
+        (every turn, every tool call) carry the identity alone.
+        """
+        if definition_id in self._snapshots:
+            return False
+        self._snapshots.add(definition_id)
+        return True
 
     @property
     def tracing(self) -> bool:
@@ -146,27 +158,15 @@ class RunObserver:
         self._now = now
         self._failed_hooks: set[int] = set()
 
-    def _build(self, name: str, payload: Record, fields: Record) -> Record:
-        record: Record = {"version": TRACE_VERSION, "name": name, **self._base}
+    def emit(self, name: str, payload: Record, **fields: Any) -> None:
+        """Build, check and deliver one record named `name`."""
+        record = TraceRecord(version=TRACE_VERSION, name=name, **self._base)
         record["timestampMs"] = self._now()
         record.update(fields)
         record["payload"] = payload
-        return record
-
-    def accepts(self, name: str, payload: Record, **fields: Any) -> bool:
-        """Whether the record `emit` would build from these parts is a valid trace record."""
-        try:
-            validate_record(self._build(name, payload, fields))
-        except TraceRecordError:
-            return False
-        return True
-
-    def emit(self, name: str, payload: Record, **fields: Any) -> None:
-        """Build, check and deliver one record named `name`."""
-        record = self._build(name, payload, fields)
         with self._channel.lock:
             try:
-                validate_record(record)
+                check_record(record)
             except Exception as error:
                 self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
                 return

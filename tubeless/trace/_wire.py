@@ -25,7 +25,9 @@ __all__ = [
     "TRACE_RECORD_NAMES",
     "TRACE_STRING_LIMIT",
     "TRACE_VERSION",
+    "TraceRecord",
     "TraceSink",
+    "check_record",
     "load_trace_schema",
     "validate_record",
 ]
@@ -112,16 +114,33 @@ def _shorten(message: str) -> str:
     return message[: _MESSAGE_LIMIT - 120] + " ... " + message[-100:]
 
 
+class TraceRecord(dict[str, Any]):
+    """A record a run built and already checked, so sinks need not check it again.
+
+    Records are shared by every sink and hook of a run: treat them as read-only.
+    """
+
+    __slots__ = ()
+
+
 def validate_record(record: Mapping[str, Any]) -> None:
     """Check that `record` is a trace record in wire form (version 2 or 3).
 
     The record's `name` picks its kind's schema; the checks JSON Schema cannot express
     (`iteration.runId == parentRunId`, version 2 without `iteration`, byte limits, counts,
-    cause depths, snapshot identity) follow.
+    cause depths, snapshot identity) follow. A `TraceRecord` from a run was checked when it
+    was built and passes at once.
 
     Raises:
         TraceRecordError: naming the record kind and the JSON path of the first problem.
     """
+    if type(record) is TraceRecord:
+        return
+    check_record(record)
+
+
+def check_record(record: Mapping[str, Any]) -> None:
+    """Check `record` in full, whatever its type (see `validate_record`)."""
     if not isinstance(record, dict):
         raise TraceRecordError(
             f"Invalid trace record at $: a record must be a dict, not {type(record).__name__}"
