@@ -1,0 +1,164 @@
+"""Run every tubeless benchmark and report the figures and the targets of issue 7.
+
+Usage: `python benchmarks/run.py [--quick] [--json PATH] [--profile OUT [--profile-sink S]]`
+(`tox -e bench -- --quick`). Every ratio compares figures measured in this process and
+run. The report ends with one PASS/FAIL line per target; the exit status is 0 whatever
+the verdicts (targets are read from the report, never enforced by timing tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import bench_agent
+import bench_memory
+import bench_state
+import profile_agent
+from _measure import Verdict
+
+TRACE_STORE_RECORDS = {False: 20_000, True: 2_000}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller N and fewer repetitions: a smoke run"
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="OUT",
+        help="instead of benchmarking, cProfile W(800, 4) and dump the stats to OUT",
+    )
+    parser.add_argument(
+        "--profile-sink",
+        choices=bench_agent.SINKS,
+        default="none",
+        help="the trace sink of the profiled run (default: none)",
+    )
+    return parser.parse_args(argv)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def machine() -> dict[str, Any]:
+    """Where and with what the figures were measured."""
+    return {
+        "started": _now(),
+        "python": sys.version.replace("\n", " "),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or "unknown",
+        "cpus": os.cpu_count(),
+        "loadAverage": os.getloadavg(),
+        "tubeless": importlib.metadata.version("tubeless"),
+        "jsonschema": importlib.metadata.version("jsonschema"),
+    }
+
+
+def emit(lines: list[str]) -> None:
+    """Print a section now (the whole run takes minutes) and a blank line after it."""
+    print("\n".join(lines), end="\n\n", flush=True)
+
+
+def trace_store(quick: bool) -> str:
+    """Run `bench_trace_store.py` in a subprocess and return its report."""
+    script = Path(__file__).with_name("bench_trace_store.py")
+    records = str(TRACE_STORE_RECORDS[quick])
+    completed = subprocess.run(
+        [sys.executable, str(script), records], capture_output=True, text=True, check=True
+    )
+    return completed.stdout.rstrip()
+
+
+def _section(title: str) -> list[str]:
+    return [title, "=" * len(title)]
+
+
+def run_agent_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print the per-call tables; return the speed and linearity verdicts."""
+    grid = bench_agent.QUICK if quick else bench_agent.FULL
+    measured = bench_agent.AgentBench(grid).run()
+    emit(_section("Agent harness: us per tool call") + bench_agent.format_agent(measured))
+    figures["agent"] = bench_agent.agent_json(measured)
+    return bench_agent.agent_verdicts(measured)
+
+
+def run_memory_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print peak memory; return the flatness verdict."""
+    measured = bench_memory.measure_memory(quick)
+    emit(_section("Memory") + bench_memory.format_memory(measured))
+    figures["memory"] = bench_memory.memory_json(measured)
+    return [bench_memory.memory_verdict(measured)]
+
+
+def run_state_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print state commit costs (information, not a target)."""
+    plan = bench_state.QUICK if quick else bench_state.FULL
+    turns = bench_state.measure_turns(plan)
+    own = bench_state.measure_own_state(plan)
+    emit(_section("State") + bench_state.format_state(turns, own, plan))
+    figures["state"] = bench_state.state_json(turns, own)
+    return []
+
+
+def run_trace_store_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Run and print the SQLite store benchmark (its own goal, not one of issue 7's)."""
+    output = trace_store(quick)
+    emit(_section("SQLite trace store (bench_trace_store.py)") + output.splitlines())
+    figures["traceStore"] = {"records": TRACE_STORE_RECORDS[quick], "output": output}
+    return []
+
+
+BENCHES = (run_agent_bench, run_memory_bench, run_state_bench, run_trace_store_bench)
+
+
+def benchmark(quick: bool) -> dict[str, Any]:
+    """Run every benchmark, print each section and the verdicts; return the figures."""
+    figures: dict[str, Any] = {"quick": quick}
+    verdicts: list[Verdict] = []
+    for bench in BENCHES:
+        verdicts += bench(quick, figures)
+    summary = [verdict.line() for verdict in verdicts]
+    if quick:
+        summary.append("(quick run: smaller N and fewer repetitions; judge on a full run)")
+    emit(_section("Targets of issue 7") + summary)
+    figures["verdicts"] = [verdict.to_dict() for verdict in verdicts]
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the report; write the JSON when asked."""
+    args = parse_args(argv)
+    meta = machine()
+    emit([f"{key}: {value}" for key, value in meta.items()])
+    started = time.perf_counter()
+    if args.profile is not None:
+        figures: dict[str, Any] = {}
+        emit(profile_agent.profile_agent(args.profile, args.profile_sink))
+    else:
+        figures = benchmark(args.quick)
+    meta["finished"] = _now()
+    meta["elapsedSeconds"] = round(time.perf_counter() - started, 1)
+    emit([f"finished: {meta['finished']} ({meta['elapsedSeconds']} s)"])
+    if args.json is not None:
+        args.json.write_text(json.dumps({"meta": meta, **figures}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
