@@ -318,8 +318,13 @@ class StepContext(ExecutionContext):
         payload = attempt_payload(attempt, attributes)
         observer = self._scope.observer
         if observer is not None:
+            # attempt_payload enforces the schema's rules for this payload.
             observer.emit(
-                "step.attempted", payload, stepId=self._step_id, attemptId=self.attempt_id
+                "step.attempted",
+                payload,
+                payload_checked=True,
+                stepId=self._step_id,
+                attemptId=self.attempt_id,
             )
 
 

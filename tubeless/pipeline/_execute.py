@@ -126,6 +126,7 @@ def execute_run(
         return run.execute(options)
     finally:
         if link is None and scope.channel is not None:
+            scope.channel.settle()
             scope.channel.flush()
 
 
@@ -160,10 +161,8 @@ class _Run:
             return self._complete(None)
         if not self._validate_options(options):
             return self._complete(None)
-        observer = self._scope.observer
-        if observer is not None:
-            for step in self._plan.steps:
-                observer.emit("step.planned", _planned_payload(step), stepId=step.id)
+        if self._scope.observer is not None:
+            self._emit_planned(self._scope.observer)
         scheduler = StepScheduler(
             self._scope,
             self._pipeline.id,
@@ -177,6 +176,19 @@ class _Run:
             self._fail(*scheduler.errors[index])
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
         return self._complete(self._finalize(scheduler.outputs), reports)
+
+    def _emit_planned(self, observer: RunObserver) -> None:
+        """One `step.planned` per plan step; payloads are built and checked once per plan."""
+        memo = self._plan.memo
+        payloads = memo.get("planned")
+        if payloads is None:
+            payloads = memo.setdefault("planned", [_planned_payload(s) for s in self._plan.steps])
+        checked = memo.get("planned_checked", False)
+        valid = True
+        for step, payload in zip(self._plan.steps, payloads, strict=True):
+            valid &= observer.emit("step.planned", payload, payload_checked=checked, stepId=step.id)
+        if valid and not checked:
+            memo["planned_checked"] = True
 
     def _emit_started(self) -> None:
         if self._scope.observer is None:

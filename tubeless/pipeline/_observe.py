@@ -88,9 +88,23 @@ def _hook_names(record: Record) -> tuple[str, ...]:
 
 
 class TraceChannel:
-    """What one run tree shares: the serialising lock, the sink and its health."""
+    """What one run tree shares: the record queue, the sink and its health.
 
-    __slots__ = ("_retired", "_snapshots", "lock", "log", "sink")
+    Records are delivered in the order they were queued, by one thread at a time: the
+    thread that finds nobody delivering drains the queue (including records queued
+    meanwhile by others), so no thread waits on a sink while holding the lock.
+    """
+
+    __slots__ = (
+        "_delivering",
+        "_queue",
+        "_retired",
+        "_settled",
+        "_snapshots",
+        "lock",
+        "log",
+        "sink",
+    )
 
     def __init__(self, sink: TraceSink | None, log: PipelineLogger) -> None:
         self.lock = threading.RLock()
@@ -98,6 +112,51 @@ class TraceChannel:
         self.log = log
         self._retired = False
         self._snapshots: set[str] = set()
+        self._queue: list[tuple[RunObserver, Record]] = []
+        self._delivering = False
+        self._settled = threading.Condition(self.lock)
+
+    def deliver(self, observer: RunObserver, record: Record) -> None:
+        """Queue `record`; deliver the queue unless another thread is doing so."""
+        with self.lock:
+            self._queue.append((observer, record))
+            if self._delivering:
+                return
+            self._delivering = True
+        try:
+            self._drain()
+        except BaseException:
+            self._stop_delivering()
+            raise
+
+    def _drain(self) -> None:
+        while True:
+            with self.lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    # Decided under the lock, so a record queued now finds nobody
+                    # delivering and delivers itself.
+                    self._delivering = False
+                    self._settled.notify_all()
+                    return
+            for observer, record in batch:
+                self.export(record)
+                observer.call_hooks(record)
+
+    def _stop_delivering(self) -> None:
+        with self.lock:
+            self._delivering = False
+            self._settled.notify_all()
+
+    def settle(self) -> None:
+        """Wait until every queued record has been delivered."""
+        with self.lock:
+            while self._delivering:
+                self._settled.wait()
+            leftover, self._queue = self._queue, []
+        for observer, record in leftover:
+            self.export(record)
+            observer.call_hooks(record)
 
     def first_snapshot(self, definition_id: str) -> bool:
         """Whether no run of this tree has sent the snapshot of `definition_id` yet.
@@ -158,23 +217,29 @@ class RunObserver:
         self._now = now
         self._failed_hooks: set[int] = set()
 
-    def emit(self, name: str, payload: Record, **fields: Any) -> None:
-        """Build, check and deliver one record named `name`."""
+    def emit(
+        self, name: str, payload: Record, *, payload_checked: bool = False, **fields: Any
+    ) -> bool:
+        """Build, check and deliver one record named `name`; return whether it was valid.
+
+        `payload_checked` skips the payload's own schema for a payload known to be valid.
+        """
         record = TraceRecord(version=TRACE_VERSION, name=name, **self._base)
         record["timestampMs"] = self._now()
         record.update(fields)
         record["payload"] = payload
-        with self._channel.lock:
-            try:
-                check_record(record)
-            except Exception as error:
-                self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
-                return
-            self._channel.export(record)
-            if self._hooks:
-                self._call_hooks(record)
+        try:
+            check_record(record, payload_checked=payload_checked)
+        except Exception as error:
+            self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
+            return False
+        self._channel.deliver(self, record)
+        return True
 
-    def _call_hooks(self, record: Record) -> None:
+    def call_hooks(self, record: Record) -> None:
+        """Call this run's hooks for `record` (by the delivering thread, one at a time)."""
+        if not self._hooks:
+            return
         names = _hook_names(record)
         for index, hook_set in enumerate(self._hooks):
             for hook_name in names:

@@ -119,6 +119,10 @@ class PipelinePlan:
     """Every planning error (then `steps` is empty)."""
     steps: tuple[PlanStep, ...]
     """One entry per step, in execution order."""
+    memo: dict[str, Any] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Internal: what runs of this plan build once and reuse (e.g. `step.planned` payloads)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form `{pipelineId, dryRun, ok, errors, steps}`."""

@@ -92,19 +92,32 @@ def load_trace_schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
 
 
-_checkers: dict[str, SchemaChecker] = {}
+_checkers: dict[tuple[str, bool], SchemaChecker] = {}
 
 
-def _checker_for(name: object) -> SchemaChecker:
-    checker = _checkers.get(name) if isinstance(name, str) else None
+@functools.cache
+def _envelope_schema() -> dict[str, Any]:
+    """The schema with every kind's payload reduced to "an object": for checked payloads."""
+    document = copy.deepcopy(_schema())
+    for record in document["$defs"]["records"].values():
+        record["properties"]["payload"] = {"type": "object"}
+    return document
+
+
+def _checker_for(name: object, payload_checked: bool = False) -> SchemaChecker:
+    key = (name, payload_checked)
+    checker = _checkers.get(key) if isinstance(name, str) else None  # type: ignore[arg-type]
     if checker is not None:
         return checker
     if not isinstance(name, str) or name not in TRACE_RECORD_NAMES:
         raise TraceRecordError(
             f"Invalid trace record at $.name: {name!r} is not a trace record name"
         )
+    document = _envelope_schema() if payload_checked else _schema()
     # Compiling twice under a race is harmless; setdefault keeps one.
-    return _checkers.setdefault(name, compile_checker(_schema(), f"/$defs/records/{name}"))
+    return _checkers.setdefault(
+        (name, payload_checked), compile_checker(document, f"/$defs/records/{name}")
+    )
 
 
 def _shorten(message: str) -> str:
@@ -139,14 +152,18 @@ def validate_record(record: Mapping[str, Any]) -> None:
     check_record(record)
 
 
-def check_record(record: Mapping[str, Any]) -> None:
-    """Check `record` in full, whatever its type (see `validate_record`)."""
+def check_record(record: Mapping[str, Any], *, payload_checked: bool = False) -> None:
+    """Check `record` in full, whatever its type (see `validate_record`).
+
+    With `payload_checked` the payload's own schema is skipped: for a payload already
+    found valid (a cached one, or one built by a function that checks the same rules).
+    """
     if not isinstance(record, dict):
         raise TraceRecordError(
             f"Invalid trace record at $: a record must be a dict, not {type(record).__name__}"
         )
     name = record.get("name")
-    checker = _checker_for(name)
+    checker = _checker_for(name, payload_checked)
     try:
         if not checker.is_valid(record):
             violation = checker.first_error(record)
