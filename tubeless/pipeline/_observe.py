@@ -100,6 +100,7 @@ class TraceChannel:
         "_queue",
         "_retired",
         "_settled",
+        "_settling",
         "_snapshots",
         "lock",
         "log",
@@ -115,6 +116,7 @@ class TraceChannel:
         self._queue: list[tuple[RunObserver, Record]] = []
         self._delivering = False
         self._settled = threading.Condition(self.lock)
+        self._settling = 0
 
     def deliver(self, observer: RunObserver, record: Record) -> None:
         """Queue `record`; deliver the queue unless another thread is doing so."""
@@ -137,7 +139,8 @@ class TraceChannel:
                     # Decided under the lock, so a record queued now finds nobody
                     # delivering and delivers itself.
                     self._delivering = False
-                    self._settled.notify_all()
+                    if self._settling:
+                        self._settled.notify_all()
                     return
             for observer, record in batch:
                 self.export(record)
@@ -151,8 +154,10 @@ class TraceChannel:
     def settle(self) -> None:
         """Wait until every queued record has been delivered."""
         with self.lock:
+            self._settling += 1
             while self._delivering:
                 self._settled.wait()
+            self._settling -= 1
             leftover, self._queue = self._queue, []
         for observer, record in leftover:
             self.export(record)
