@@ -78,6 +78,27 @@ def _check_controls(controls: Any, step_id: str) -> None:
         raise TypeError(f"Step {step_id!r} controls: {error}") from None
 
 
+def _step_fields(
+    name: str | None,
+    description: str | None,
+    depends_on: Sequence[Step] | None,
+    optional_depends_on: Sequence[Step] | None,
+    skip_after_failure_of: Sequence[Step] | None,
+    skip: SkipPredicate | None,
+    dry_run: Literal["skip"] | None,
+) -> dict[str, Any]:
+    """The ordinary step fields every child-pipeline wrapper accepts."""
+    return {
+        "name": name,
+        "description": description,
+        "depends_on": depends_on,
+        "optional_depends_on": optional_depends_on,
+        "skip_after_failure_of": skip_after_failure_of,
+        "skip": skip,
+        "dry_run": dry_run,
+    }
+
+
 def _wrapper(
     factory: StepFactory,
     step_id: str,
@@ -114,15 +135,9 @@ def build_from_pipeline(
     _check_callable(map_result, "map_result", id, required=False)
     _check_controls(controls, id)
     runner = SingleChildRunner(id, child, map_options, controls, map_result)
-    common = {
-        "name": name,
-        "description": description,
-        "depends_on": depends_on,
-        "optional_depends_on": optional_depends_on,
-        "skip_after_failure_of": skip_after_failure_of,
-        "skip": skip,
-        "dry_run": dry_run,
-    }
+    common = _step_fields(
+        name, description, depends_on, optional_depends_on, skip_after_failure_of, skip, dry_run
+    )
     return _wrapper(factory, id, runner, NestedPipeline("single", child), common)
 
 
@@ -175,15 +190,9 @@ def build_for_each_pipeline(
         map_result=map_result,
         progress=dict(progress or {}),
     )
-    common = {
-        "name": name,
-        "description": description,
-        "depends_on": depends_on,
-        "optional_depends_on": optional_depends_on,
-        "skip_after_failure_of": skip_after_failure_of,
-        "skip": skip,
-        "dry_run": dry_run,
-    }
+    common = _step_fields(
+        name, description, depends_on, optional_depends_on, skip_after_failure_of, skip, dry_run
+    )
     nested = NestedPipeline("for-each", child, concurrency=static_concurrency)
     return _wrapper(factory, id, runner, nested, common)
 
@@ -227,14 +236,8 @@ def build_iterate_pipeline(
         map_options=map_options,
         controls=controls,
     )
-    common = {
-        "name": name,
-        "description": description,
-        "depends_on": depends_on,
-        "optional_depends_on": optional_depends_on,
-        "skip_after_failure_of": skip_after_failure_of,
-        "skip": skip,
-        "dry_run": dry_run,
-    }
+    common = _step_fields(
+        name, description, depends_on, optional_depends_on, skip_after_failure_of, skip, dry_run
+    )
     nested = NestedPipeline("iterate", child, max_iterations=max_iterations, controls=static)
     return _wrapper(factory, id, runner, nested, common)

@@ -17,7 +17,7 @@ from tubeless.pipeline._classify import step_error, to_pipeline_error
 from tubeless.pipeline._context import ExecutionContext, RunScope, StepContext, cancellation_message
 from tubeless.pipeline._graph import step_edges
 from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
-from tubeless.pipeline._report import StepReport
+from tubeless.pipeline._report import StepReport, StepStatus
 from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
 from tubeless.schema import validate_boundary
 
@@ -166,19 +166,26 @@ class StepScheduler:
 
     # -- terminal reports of steps that never start ----------------------------------
 
-    def _record_skip(self, index: int, disposition: Disposition) -> None:
-        step = self._order[index]
+    def _settle_unstarted(self, step: Step, status: StepStatus, **fields: Any) -> None:
+        """Record and emit the terminal report of a step that never started."""
         report = StepReport(
             id=step.id,
-            status="skipped",
+            status=status,
             finished_at_ms=self._scope.now(),
             name=step.name,
             description=step.description,
-            reason=disposition.skip_reason,
-            dependency_id=disposition.dependency_id,
+            **fields,
         )
         self.reports[step.id] = report
         self._emit_terminal(report)
+
+    def _record_skip(self, index: int, disposition: Disposition) -> None:
+        self._settle_unstarted(
+            self._order[index],
+            "skipped",
+            reason=disposition.skip_reason,
+            dependency_id=disposition.dependency_id,
+        )
 
     def _cancel_from(self, index: int, pending: list[int], *, include: bool = False) -> None:
         step_id = self._order[index].id
@@ -219,30 +226,17 @@ class StepScheduler:
 
     def _record_cancelled(self, step: Step) -> None:
         assert self._cancel_error is not None
-        report = StepReport(
-            id=step.id,
-            status="cancelled",
-            finished_at_ms=self._scope.now(),
-            name=step.name,
-            description=step.description,
-            error=dataclasses.replace(self._cancel_error, step_id=step.id),
-        )
-        self.reports[step.id] = report
-        self._emit_terminal(report)
+        error = dataclasses.replace(self._cancel_error, step_id=step.id)
+        self._settle_unstarted(step, "cancelled", error=error)
 
     def _record_fail_fast(self, step: Step) -> None:
-        report = StepReport(
-            id=step.id,
-            status="skipped",
-            finished_at_ms=self._scope.now(),
-            name=step.name,
-            description=step.description,
+        self._settle_unstarted(
+            step,
+            "skipped",
             reason="fail-fast",
             message=f"Not run because fail-fast stopped after {self._failed_step} failed.",
             dependency_id=self._failed_step,
         )
-        self.reports[step.id] = report
-        self._emit_terminal(report)
 
     # -- one step (runs on a worker, or inline) -----------------------------------------
 
