@@ -25,9 +25,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import requests
-from interruptible_http import BearerAuth, post
-
 from tubeless import DecisionContext
 
 FINISH = "_finish"
@@ -126,10 +123,23 @@ def openai_decision(state: Mapping[str, Any], context: DecisionContext) -> dict[
     if not api_key:
         raise OpenAIDecisionError("OPENAI_API_KEY is required for the OpenAI agent example")
     base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    status, content = _send(f"{base_url.rstrip('/')}/responses", body, api_key, context)
+    return decision_from_response(status, content)
+
+
+def _send(url: str, body: bytes, api_key: str, context: DecisionContext) -> tuple[int, bytes]:
+    """POST `body`; `requests` is imported only now, so plan, inspect and graph need none."""
+    try:
+        import requests
+        from interruptible_http import BearerAuth, post
+    except ImportError:
+        raise OpenAIDecisionError(
+            "The OpenAI agent example needs requests: pip install 'tubeless[openai]'"
+        ) from None
     deadline_seconds = _deadline_seconds()
     try:
-        status, content = post(
-            f"{base_url.rstrip('/')}/responses",
+        return post(
+            url,
             body,
             headers={"Content-Type": "application/json"},
             auth=BearerAuth(api_key),
@@ -143,7 +153,6 @@ def openai_decision(state: Mapping[str, Any], context: DecisionContext) -> dict[
     except requests.RequestException as error:
         # The transport error names the host and the failure, never the key or a body.
         raise OpenAIDecisionError(f"OpenAI request failed ({type(error).__name__})") from error
-    return decision_from_response(status, content)
 
 
 def _deadline_seconds() -> float:

@@ -488,3 +488,28 @@ def test_concurrent_runs_keep_their_states_apart(
 
     assert answers == {"ab": {"answer": "2"}, "abcd": {"answer": "4"}}
     assert len(responses_api.requests) == 4
+
+
+@pytest.mark.slow
+def test_planning_and_drawing_need_no_requests_package(tmp_path: Any) -> None:
+    """Without `requests` installed the project still loads, plans and draws; a run says why."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    script = (
+        "import sys\n"
+        "sys.modules['requests'] = None\n"  # as if the package were not installed
+        f"sys.path.insert(0, {str(examples)!r})\n"
+        "import tubeless_project\n"
+        "agent = tubeless_project.project.get('openai-agent')\n"
+        "print(agent.plan().ok, agent.to_mermaid().splitlines()[0])\n"
+        "import os; os.environ['OPENAI_API_KEY'] = 'test-key-never-record'\n"
+        "run = agent.run({'question': 'hi'})\n"
+        "print(run.status, 'tubeless[openai]' in run.errors[0].message)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout.splitlines() == ["True flowchart TD", "failed True"]
