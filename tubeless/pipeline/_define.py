@@ -293,8 +293,9 @@ class Pipeline:
 
     # -- used by the executor -----------------------------------------------------------
 
-    def steps_in_order(self, plan: PipelinePlan) -> tuple[Step, ...]:
-        """The compiled steps in the plan's (execution) order."""
+    @property
+    def execution_order(self) -> tuple[Step, ...]:
+        """The steps in execution order: the order of every plan's steps."""
         return self._order
 
     def finalize_outputs(self, outputs: dict[str, Any], context: ExecutionContext) -> Any:

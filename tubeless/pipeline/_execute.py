@@ -174,7 +174,7 @@ class _Run:
         scheduler = StepScheduler(
             self._scope,
             self._pipeline.id,
-            self._pipeline.steps_in_order(self._plan),
+            self._pipeline.execution_order,
             self._plan.steps,
             max_concurrency=self._controls.max_concurrency,
             continue_on_error=self._controls.continue_on_error,
