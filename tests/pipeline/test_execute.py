@@ -97,6 +97,8 @@ def test_run_ids_default_to_pipeline_id_and_a_uuid() -> None:
     prefix, _, rest = run_id.partition(":")
     assert prefix == "ids"
     assert uuid.UUID(rest).version == 4
+    assert uuid.UUID(rest).variant == uuid.RFC_4122
+    assert str(uuid.UUID(rest)) == rest
     assert pipeline.run().run_id != run_id
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,12 +49,20 @@ class ChildLink:
     iteration: dict[str, Any] | None = None
 
 
+_UUID_KEEP = ~((0xF << 76) | (0x3 << 62))
+_UUID_VERSION_4 = (0x4 << 76) | (0x2 << 62)
+"""The version nibble (4) and the RFC 4122 variant bits (10) of a random UUID."""
+
+
 def new_run_id(pipeline_id: str) -> str:
-    """`<pipeline id>:<random UUID version 4>`, made without the `uuid` module's overhead."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    text = raw.hex()
+    """`<pipeline id>:<random UUID version 4>`, made without the `uuid` module's overhead.
+
+    The bits come from `random` (seeded from the OS, reseeded in a forked child), not
+    from `os.urandom`: a run id is unique, not secret, and a system call per child run
+    hands the GIL to another thread in the middle of the harness.
+    """
+    bits = random.getrandbits(128) & _UUID_KEEP | _UUID_VERSION_4
+    text = f"{bits:032x}"
     return f"{pipeline_id}:{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
