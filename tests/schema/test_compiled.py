@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from tubeless.errors import SchemaDefinitionError
-from tubeless.schema._compiled import compile_checker, is_json_number
+from tubeless.errors import SchemaDefinitionError, SchemaIssues
+from tubeless.schema import json_schema
+from tubeless.schema._compiled import compile_acceptor, compile_checker, is_json_number
 
 
 def test_json_numbers_are_finite_non_bool_numbers() -> None:
@@ -99,3 +100,75 @@ def test_first_error_names_path_and_problem() -> None:
     assert error is not None
     assert error.path == "$.items"
     assert error.message == "Expected at most 1 item"
+
+
+_ACCEPTOR_SCHEMAS = (
+    {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+    {"type": "array", "items": {"type": "number", "exclusiveMaximum": 3}, "maxItems": 2},
+    {"anyOf": [{"type": "string", "pattern": "^a"}, {"enum": [1, [1, 2], None]}]},
+    {"type": ["null", "object"], "additionalProperties": {"type": "string", "maxLength": 1}},
+    {"$defs": {"n": {"type": "integer"}}, "properties": {"n": {"$ref": "#/$defs/n"}}},
+    {"const": {"a": [True]}},
+)
+_ACCEPTOR_VALUES = (
+    {"x": 1},
+    {"x": 1.0},
+    {"x": True},
+    {"x": "1"},
+    {},
+    [1, 2.5],
+    (1, 2),
+    [math.nan],
+    [1, 2, 3],
+    "ab",
+    "ba",
+    1,
+    [1, 2],
+    None,
+    {"a": "b"},
+    {"a": "bc"},
+    {"n": 2},
+    {"a": [True]},
+    {"a": [1]},
+    {"a": (True,)},
+)
+
+
+@pytest.mark.parametrize("schema", _ACCEPTOR_SCHEMAS)
+def test_acceptor_never_accepts_what_jsonschema_refuses(schema: dict[str, object]) -> None:
+    """Whatever the compiled acceptor passes, the `jsonschema` validator passes too."""
+    accept = compile_acceptor(schema)
+    assert accept is not None
+    validator = json_schema(schema).validator  # type: ignore[attr-defined]
+    for value in _ACCEPTOR_VALUES:
+        if accept(value):
+            assert validator.is_valid(value), (schema, value)
+    assert any(accept(value) for value in _ACCEPTOR_VALUES)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"type": "array"}},
+        {"properties": {"a": {"oneOf": [{"type": "integer"}, {"type": "array"}]}}},
+        {"items": {"if": {"type": "array"}, "then": False}},
+        {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+        {"$ref": "https://example.com/schema.json"},
+    ],
+)
+def test_acceptor_declines_negations_and_what_it_cannot_compile(
+    schema: dict[str, object],
+) -> None:
+    """Negating keywords could turn a stricter closure into a laxer one: no acceptor."""
+    assert compile_acceptor(schema) is None
+
+
+def test_json_schema_results_are_jsonschemas_whatever_the_acceptor_says() -> None:
+    """Values the closures refuse but `jsonschema` accepts (a tuple, NaN) still pass."""
+    schema = json_schema({"type": "array", "items": {"type": "number"}})
+    assert schema.validate((1, 2)) == (1, 2)
+    nan = schema.validate([math.nan])
+    assert math.isnan(nan[0])
+    negated = json_schema({"not": {"type": "array"}})
+    with pytest.raises(SchemaIssues):
+        negated.validate((1,))

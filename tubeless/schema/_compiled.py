@@ -29,7 +29,13 @@ from referencing.jsonschema import DRAFT202012
 from tubeless.errors import SchemaDefinitionError
 from tubeless.schema._messages import error_messages
 
-__all__ = ["SchemaChecker", "SchemaViolation", "compile_checker", "is_json_number"]
+__all__ = [
+    "SchemaChecker",
+    "SchemaViolation",
+    "compile_acceptor",
+    "compile_checker",
+    "is_json_number",
+]
 
 Check = Callable[[Any], bool]
 
@@ -138,6 +144,35 @@ def compile_checker(document: Mapping[str, Any], pointer: str = "") -> SchemaChe
         validator = _jsonschema_validator(document, pointer)
         return SchemaChecker(validator.is_valid, document, pointer, validator)
     return SchemaChecker(is_valid, document, pointer)
+
+
+_NEGATIONS = frozenset({"not", "oneOf", "if"})
+
+
+def compile_acceptor(document: Mapping[str, Any]) -> Check | None:
+    """Compile `document` into a check whose `True` means `jsonschema` accepts too.
+
+    The closures are as strict as `jsonschema` or stricter (only JSON values pass: a
+    tuple is not an array, NaN is not a number), and stricter parts stay stricter only
+    while nothing negates them, so a schema with `not`, `oneOf` or `if` anywhere gets
+    `None`, as does one with a keyword the closures lack or a `$ref` out of `document`.
+    A `False` from the check decides nothing: ask `jsonschema`.
+    """
+    if _mentions(document, _NEGATIONS):
+        return None
+    try:
+        return _Compiler(document).compile_pointer("")
+    except (_UnsupportedKeywordError, SchemaDefinitionError, re.error):
+        return None
+
+
+def _mentions(node: object, keys: frozenset[str]) -> bool:
+    """Whether any object inside `node` has one of `keys` (values in enums included)."""
+    if isinstance(node, Mapping):
+        return not keys.isdisjoint(node) or any(_mentions(sub, keys) for sub in node.values())
+    if isinstance(node, list):
+        return any(_mentions(sub, keys) for sub in node)
+    return False
 
 
 def _jsonschema_validator(document: Mapping[str, Any], pointer: str) -> Validator:

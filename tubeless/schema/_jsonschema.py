@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import jsonschema_specifications  # type: ignore[import-untyped]
@@ -21,6 +21,7 @@ from referencing.jsonschema import DRAFT202012, UnknownDialect
 
 from tubeless.errors import Issue, SchemaDefinitionError, SchemaIssues
 from tubeless.schema._base import Schema
+from tubeless.schema._compiled import compile_acceptor
 from tubeless.schema._messages import error_messages
 from tubeless.schema._plain import copy_json, json_pointer, plain_json_copy
 
@@ -46,9 +47,16 @@ class _JsonSchema(Schema):
 
     document: dict[str, Any] = dataclasses.field(repr=False)
     validator: Validator = dataclasses.field(repr=False)
+    accept: Callable[[Any], bool] | None = dataclasses.field(repr=False)
+    """Compiled closures whose `True` is `jsonschema`'s too (see `compile_acceptor`)."""
     vendor: str = dataclasses.field(default="jsonschema", init=False)
 
     def validate(self, value: Any) -> Any:
+        try:
+            if self.accept is not None and self.accept(value):
+                return value
+        except RecursionError:
+            pass  # too deep for the closures: jsonschema decides
         if self.validator.is_valid(value):
             return value
         # dict.fromkeys drops repeats: several errors of one object may word the same issue.
@@ -107,7 +115,7 @@ def compile_json_schema(
     root = DRAFT202012.create_resource(document)
     _resolve_references(root, _METASCHEMAS.combine(resources), subject)
     validator = _Draft202012(document, registry=resources)
-    return _JsonSchema(document=document, validator=validator)
+    return _JsonSchema(document=document, validator=validator, accept=compile_acceptor(document))
 
 
 def checked_json_schema(schema: object, subject: str) -> dict[str, Any]:
