@@ -208,21 +208,33 @@ class _Run:
             memo["planned_checked"] = True
 
     def _emit_started(self) -> None:
-        if self._scope.observer is None:
+        """`pipeline.started`; its payload (less any snapshot) is built and checked once a plan."""
+        observer = self._scope.observer
+        if observer is None:
             return
         pipeline = self._pipeline
-        payload: dict[str, Any] = {
-            "dryRun": self._controls.dry_run,
-            "planOk": self._plan.ok,
-            "stepCount": len(self._plan.steps),
-            "targetIds": list(pipeline.target_ids[:128]),
-            "definitionIdentity": pipeline.definition.identity.to_dict(),
-        }
+        memo = self._plan.memo
+        payload = memo.get("started")
+        if payload is None:
+            payload = memo.setdefault(
+                "started",
+                {
+                    "dryRun": self._plan.dry_run,
+                    "planOk": self._plan.ok,
+                    "stepCount": len(self._plan.steps),
+                    "targetIds": list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
+                    "definitionIdentity": pipeline.definition.identity.to_dict(),
+                },
+            )
         channel = self._scope.channel
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
-            payload["definitionSnapshot"] = pipeline.definition.to_dict()
-        self._emit("pipeline.started", payload)
+            snapshot = pipeline.definition.to_dict()
+            observer.emit("pipeline.started", {**payload, "definitionSnapshot": snapshot})
+            return
+        checked = memo.get("started_checked", False)
+        if observer.emit("pipeline.started", payload, payload_checked=checked) and not checked:
+            memo["started_checked"] = True
 
     def _validate_options(self, options: Any) -> bool:
         schema = self._pipeline.options_schema
