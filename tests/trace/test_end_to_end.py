@@ -187,14 +187,19 @@ def test_a_run_does_not_check_its_own_records_twice(monkeypatch: pytest.MonkeyPa
     from tubeless.trace import _wire
 
     checked: list[str] = []
-    real = _wire.check_record
+    real, real_own = _wire.check_record, _wire.check_own_fields
 
-    def counting(record: Any) -> None:
+    def counting(record: Any, **options: Any) -> None:
         checked.append(record["name"])
-        real(record)
+        real(record, **options)
+
+    def counting_own(record: Any, own: Any, **options: Any) -> None:
+        checked.append(record["name"])
+        real_own(record, own, **options)
 
     monkeypatch.setattr(_wire, "check_record", counting)
     monkeypatch.setattr(_observe, "check_record", counting)
+    monkeypatch.setattr(_observe, "check_own_fields", counting_own)
     sinks = [MemoryTraceSink(), MemoryTraceSink()]
     _tree().run({}, context={"tracing": compose_sinks(*sinks)})
     assert len(checked) == len(sinks[0].records) == len(sinks[1].records)

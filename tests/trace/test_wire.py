@@ -21,6 +21,7 @@ from tubeless.trace import (
     load_trace_schema,
     validate_record,
 )
+from tubeless.trace._wire import SHARED_FIELDS, check_own_fields, check_record, shared_fields_valid
 
 Records = dict[str, dict[str, Any]]
 MakeRecord = Callable[..., dict[str, Any]]
@@ -99,6 +100,7 @@ def test_every_record_kind_declares_the_common_fields_alike() -> None:
             key: first[key] for key in common
         }, name
         assert schema["properties"]["name"] == {"const": name}
+        assert {"version", "pipelineId", "runId"} <= set(schema["required"]), name
 
 
 def test_the_root_schema_dispatches_on_name(every_kind: Records) -> None:
@@ -320,3 +322,37 @@ def test_compiled_checks_agree_with_jsonschema(every_kind: Records) -> None:
             rejected += not fast
     assert compared > 2000
     assert 0 < rejected < compared
+
+
+def _verdict(check: Callable[[], None]) -> str | None:
+    try:
+        check()
+    except TraceRecordError as error:
+        return str(error)
+    return None
+
+
+def test_checking_shared_fields_once_and_own_fields_per_record_is_a_full_check(
+    every_kind: Records,
+) -> None:
+    """A run checks its shared fields once and each record's own fields: same verdicts.
+
+    For every mutated record, `shared_fields_valid` of the shared part together with
+    `check_own_fields` of the rest accepts exactly what `check_record` accepts, and
+    refuses with the same message.
+    """
+    compared = 0
+    for name in TRACE_RECORD_NAMES:
+        for candidate in _mutations(every_kind[name]):
+            if not isinstance(candidate, dict) or candidate.get("name") != name:
+                continue
+            shared = {k: v for k, v in candidate.items() if k in ("version", *SHARED_FIELDS)}
+            own = {k: v for k, v in candidate.items() if k not in shared and k != "name"}
+            full = _verdict(lambda: check_record(candidate))  # noqa: B023
+            if not shared_fields_valid(shared):
+                assert full is not None, candidate
+                continue
+            split = _verdict(lambda: check_own_fields(candidate, own))  # noqa: B023
+            assert split == full, (name, candidate)
+            compared += 1
+    assert compared > 1000

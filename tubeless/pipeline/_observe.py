@@ -12,7 +12,14 @@ from typing import Any
 
 from tubeless.errors import TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace._wire import TRACE_VERSION, TraceRecord, TraceSink, check_record
+from tubeless.trace._wire import (
+    TRACE_VERSION,
+    TraceRecord,
+    TraceSink,
+    check_own_fields,
+    check_record,
+    shared_fields_valid,
+)
 
 Record = dict[str, Any]
 Hook = Callable[[Record], None]
@@ -119,13 +126,20 @@ class TraceChannel:
         self._settling = 0
 
     def deliver(self, observer: RunObserver, record: Record) -> None:
-        """Queue `record`; deliver the queue unless another thread is doing so."""
+        """Deliver `record` now (then what others queue meanwhile), or queue it behind one."""
         with self.lock:
-            self._queue.append((observer, record))
             if self._delivering:
+                self._queue.append((observer, record))
                 return
             self._delivering = True
+            # Records a failed delivery left in the queue go first.
+            direct = not self._queue
+            if not direct:
+                self._queue.append((observer, record))
         try:
+            if direct:
+                self.export(record)
+                observer.call_hooks(record)
             self._drain()
         except BaseException:
             self._stop_delivering()
@@ -207,7 +221,7 @@ class TraceChannel:
 class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
-    __slots__ = ("_base", "_channel", "_failed_hooks", "_hooks", "_now")
+    __slots__ = ("_base", "_base_valid", "_channel", "_failed_hooks", "_hooks", "_now")
 
     def __init__(
         self,
@@ -219,6 +233,8 @@ class RunObserver:
         self._channel = channel
         self._hooks = tuple(hooks)
         self._base = base
+        # Every record of the run repeats these fields: they are checked here, once.
+        self._base_valid = shared_fields_valid({"version": TRACE_VERSION, **base})
         self._now = now
         self._failed_hooks: set[int] = set()
 
@@ -229,12 +245,14 @@ class RunObserver:
 
         `payload_checked` skips the payload's own schema for a payload known to be valid.
         """
+        own = {"timestampMs": self._now(), **fields, "payload": payload}
         record = TraceRecord(version=TRACE_VERSION, name=name, **self._base)
-        record["timestampMs"] = self._now()
-        record.update(fields)
-        record["payload"] = payload
+        record.update(own)
         try:
-            check_record(record, payload_checked=payload_checked)
+            if self._base_valid:
+                check_own_fields(record, own, payload_checked=payload_checked)
+            else:
+                check_record(record, payload_checked=payload_checked)
         except Exception as error:
             self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
             return False

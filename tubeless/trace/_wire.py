@@ -19,6 +19,7 @@ from tubeless.schema._compiled import SchemaChecker, compile_checker
 from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem
 
 __all__ = [
+    "SHARED_FIELDS",
     "TRACE_DETAIL_BYTE_LIMIT",
     "TRACE_LIST_LIMIT",
     "TRACE_READ_VERSIONS",
@@ -27,8 +28,10 @@ __all__ = [
     "TRACE_VERSION",
     "TraceRecord",
     "TraceSink",
+    "check_own_fields",
     "check_record",
     "load_trace_schema",
+    "shared_fields_valid",
     "validate_record",
 ]
 
@@ -92,20 +95,37 @@ def load_trace_schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
 
 
-_checkers: dict[tuple[str, bool], SchemaChecker] = {}
+SHARED_FIELDS = ("pipelineId", "runId", "correlationId", "parentRunId", "itemKey", "iteration")
+"""The fields every record of one run repeats, with the same values (`RunObserver` base)."""
+_UNCHECKED_FIELDS = frozenset({"version", "name", *SHARED_FIELDS})
+
+_checkers: dict[tuple[str, bool, bool], SchemaChecker] = {}
 
 
 @functools.cache
-def _envelope_schema() -> dict[str, Any]:
-    """The schema with every kind's payload reduced to "an object": for checked payloads."""
+def _variant_schema(payload_checked: bool, own_fields: bool) -> dict[str, Any]:
+    """The schema with some parts of every kind reduced.
+
+    `payload_checked` makes the payload "an object" (for a payload checked already);
+    `own_fields` drops `version`, `name` and `SHARED_FIELDS` (checked once per run).
+    """
     document = copy.deepcopy(_schema())
+    if not (payload_checked or own_fields):
+        return document
     for record in document["$defs"]["records"].values():
-        record["properties"]["payload"] = {"type": "object"}
+        if payload_checked:
+            record["properties"]["payload"] = {"type": "object"}
+        if own_fields:
+            for field in _UNCHECKED_FIELDS:
+                record["properties"].pop(field, None)
+            record["required"] = [f for f in record["required"] if f not in _UNCHECKED_FIELDS]
     return document
 
 
-def _checker_for(name: object, payload_checked: bool = False) -> SchemaChecker:
-    key = (name, payload_checked)
+def _checker_for(
+    name: object, payload_checked: bool = False, own_fields: bool = False
+) -> SchemaChecker:
+    key = (name, payload_checked, own_fields)
     checker = _checkers.get(key) if isinstance(name, str) else None  # type: ignore[arg-type]
     if checker is not None:
         return checker
@@ -113,11 +133,31 @@ def _checker_for(name: object, payload_checked: bool = False) -> SchemaChecker:
         raise TraceRecordError(
             f"Invalid trace record at $.name: {name!r} is not a trace record name"
         )
-    document = _envelope_schema() if payload_checked else _schema()
+    document = _variant_schema(payload_checked, own_fields)
     # Compiling twice under a race is harmless; setdefault keeps one.
-    return _checkers.setdefault(
-        (name, payload_checked), compile_checker(document, f"/$defs/records/{name}")
-    )
+    checker = compile_checker(document, f"/$defs/records/{name}")
+    return _checkers.setdefault((name, payload_checked, own_fields), checker)
+
+
+@functools.cache
+def _shared_checker() -> SchemaChecker:
+    properties = _schema()["$defs"]["records"]["pipeline.completed"]["properties"]
+    document = {
+        "$defs": _schema()["$defs"],
+        "type": "object",
+        "properties": {field: properties[field] for field in ("version", *SHARED_FIELDS)},
+        "required": ["version", "pipelineId", "runId"],
+        "additionalProperties": False,
+    }
+    return compile_checker(document)
+
+
+def shared_fields_valid(shared: Mapping[str, Any]) -> bool:
+    """Whether `shared` (`version` and `SHARED_FIELDS` only) is valid in any kind of record.
+
+    Every kind declares these fields alike, and requires `version`, `pipelineId`, `runId`.
+    """
+    return _shared_checker().is_valid(shared)
 
 
 def _shorten(message: str) -> str:
@@ -150,6 +190,31 @@ def validate_record(record: Mapping[str, Any]) -> None:
     if type(record) is TraceRecord:
         return
     check_record(record)
+
+
+def check_own_fields(
+    record: Mapping[str, Any], own: Mapping[str, Any], *, payload_checked: bool = False
+) -> None:
+    """Check `record`, whose `version`, `name` and shared fields are known to be valid.
+
+    `own` holds the record's other fields (the same values): only they are checked
+    against the schema, then the rules on the whole record. This is `check_record` for
+    a run's records, whose shared fields `shared_fields_valid` passed once for the run.
+
+    Raises:
+        TraceRecordError: as `check_record` does.
+    """
+    try:
+        valid = _checker_for(record["name"], payload_checked, True).is_valid(own)
+        problem = record_problem(record) if valid else None
+    except RecursionError:
+        valid = False
+    if not valid:
+        check_record(record, payload_checked=payload_checked)  # words the error
+    elif problem is not None:
+        raise TraceRecordError(
+            f"Invalid {record['name']} trace record at {problem[0]}: {problem[1]}"
+        )
 
 
 def check_record(record: Mapping[str, Any], *, payload_checked: bool = False) -> None:
