@@ -12,6 +12,7 @@ from tubeless.pipeline._graph import (
     cycle_error,
     execution_order,
     pipeline_field_errors,
+    step_edges,
     step_errors,
     target_errors,
 )
@@ -158,6 +159,7 @@ class Pipeline:
         "_finalize",
         "_order",
         "_plans",
+        "_prerequisites",
         "_steps",
         "definition",
         "description",
@@ -208,6 +210,7 @@ class Pipeline:
         self.target_ids: tuple[str, ...] = tuple(step.id for step in declared)
         self._steps = steps
         self._order = tuple(order)
+        self._prerequisites = tuple(tuple(dep.id for dep in step_edges(step)) for step in order)
         self._finalize, required_steps = _compile_finalizer(finalize, order, id)
         self._plans: dict[tuple[RunControls, type], PipelinePlan] = {}
         required_ids = None if required_steps is None else [s.id for s in required_steps]
@@ -297,6 +300,11 @@ class Pipeline:
     def execution_order(self) -> tuple[Step, ...]:
         """The steps in execution order: the order of every plan's steps."""
         return self._order
+
+    @property
+    def prerequisite_ids(self) -> tuple[tuple[str, ...], ...]:
+        """For each step of `execution_order`, the ids of its distinct prerequisites."""
+        return self._prerequisites
 
     def finalize_outputs(self, outputs: dict[str, Any], context: ExecutionContext) -> Any:
         """Run the compiled finalizer."""

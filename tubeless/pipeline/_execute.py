@@ -184,6 +184,7 @@ class _Run:
             self._scope,
             self._pipeline.id,
             self._pipeline.execution_order,
+            self._pipeline.prerequisite_ids,
             self._plan.steps,
             max_concurrency=self._controls.max_concurrency,
             continue_on_error=self._controls.continue_on_error,

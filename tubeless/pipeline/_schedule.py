@@ -15,7 +15,6 @@ from typing import Any
 from tubeless.errors import PipelineError, RunCancelledError
 from tubeless.pipeline._classify import step_error, to_pipeline_error
 from tubeless.pipeline._context import ExecutionContext, RunScope, StepContext, cancellation_message
-from tubeless.pipeline._graph import step_edges
 from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
 from tubeless.pipeline._report import StepReport, StepStatus
 from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
@@ -49,6 +48,7 @@ class StepScheduler:
         scope: RunScope,
         pipeline_id: str,
         order: Sequence[Step],
+        prerequisites: Sequence[tuple[str, ...]],
         plan_steps: Sequence[PlanStep],
         *,
         max_concurrency: int,
@@ -57,8 +57,8 @@ class StepScheduler:
         self._scope = scope
         self._pipeline_id = pipeline_id
         self._order = order
+        self._prerequisites = prerequisites
         self._plan = plan_steps
-        self._index = {step.id: index for index, step in enumerate(order)}
         self._max = max_concurrency
         self._continue = continue_on_error
         self.reports: dict[str, StepReport] = {}
@@ -92,8 +92,9 @@ class StepScheduler:
                 self._pool.shutdown(wait=True)
         self._finish_remaining(pending)
 
-    def _ready(self, step: Step) -> bool:
-        return all(dep.id in self.reports for dep in step_edges(step))
+    def _ready(self, index: int) -> bool:
+        reports = self.reports
+        return all(dep in reports for dep in self._prerequisites[index])
 
     def _outcome_of(self, step_id: str) -> tuple[str | None, str | None]:
         report = self.reports.get(step_id)
@@ -108,8 +109,7 @@ class StepScheduler:
             for index in list(pending):
                 if len(active) >= self._max:
                     return
-                step = self._order[index]
-                if not self._ready(step):
+                if not self._ready(index):
                     continue
                 if self._scope.signal.is_set():
                     self._cancel_from(index, pending)
@@ -117,7 +117,10 @@ class StepScheduler:
                 pending.remove(index)
                 progressed = True
                 disposition = decide_disposition(
-                    step, self._plan[index].selected, self._scope.dry_run, self._outcome_of
+                    self._order[index],
+                    self._plan[index].selected,
+                    self._scope.dry_run,
+                    self._outcome_of,
                 )
                 if disposition.skip_reason is not None:
                     self._record_skip(index, disposition)
@@ -219,10 +222,8 @@ class StepScheduler:
     def _plan_dependency(self, planned: PlanStep) -> str | None:
         if planned.skip_reason != "unmet-dependency":
             return None
-        return next(
-            (dep for dep in planned.dependencies if self._plan[self._index[dep]].skip_reason),
-            None,
-        )
+        skipped = {step.id for step in self._plan if step.skip_reason}
+        return next((dep for dep in planned.dependencies if dep in skipped), None)
 
     def _record_cancelled(self, step: Step) -> None:
         assert self._cancel_error is not None
