@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_agent
+import bench_inserts
 import bench_memory
 import bench_state
 import profile_agent
@@ -95,6 +96,9 @@ def run_agent_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     measured = bench_agent.AgentBench(grid).run()
     emit(_section("Agent harness: us per tool call") + bench_agent.format_agent(measured))
     figures["agent"] = bench_agent.agent_json(measured)
+    shares = [bench_inserts.measure_inserts(grid.turns[0], calls) for calls in grid.calls]
+    emit(bench_inserts.format_inserts(shares, measured))
+    figures["agent"]["sqliteShare"] = bench_inserts.inserts_json(shares)
     return bench_agent.agent_verdicts(measured)
 
 
