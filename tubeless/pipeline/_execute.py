@@ -195,47 +195,52 @@ class _Run:
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
         return self._complete(self._finalize(scheduler.outputs), reports)
 
+    def _plan_payload(self, key: str, build: Callable[[], Any]) -> tuple[Any, bool]:
+        """A payload every run of this plan sends alike, built once; and whether it passed."""
+        memo = self._plan.memo
+        payload = memo.get(key)
+        if payload is None:
+            payload = memo.setdefault(key, build())
+        return payload, memo.get(f"{key} checked", False)
+
+    def _plan_payload_checked(self, key: str) -> None:
+        self._plan.memo[f"{key} checked"] = True
+
     def _emit_planned(self, observer: RunObserver) -> None:
         """One `step.planned` per plan step; payloads are built and checked once per plan."""
-        memo = self._plan.memo
-        payloads = memo.get("planned")
-        if payloads is None:
-            payloads = memo.setdefault("planned", [_planned_payload(s) for s in self._plan.steps])
-        checked = memo.get("planned_checked", False)
+        steps = self._plan.steps
+        payloads, checked = self._plan_payload(
+            "planned", lambda: [_planned_payload(step) for step in steps]
+        )
         valid = True
-        for step, payload in zip(self._plan.steps, payloads, strict=True):
+        for step, payload in zip(steps, payloads, strict=True):
             valid &= observer.emit("step.planned", payload, payload_checked=checked, stepId=step.id)
-        if valid and not checked:
-            memo["planned_checked"] = True
+        if valid:
+            self._plan_payload_checked("planned")
 
     def _emit_started(self) -> None:
         """`pipeline.started`; its payload (less any snapshot) is built and checked once a plan."""
         observer = self._scope.observer
         if observer is None:
             return
-        pipeline = self._pipeline
-        memo = self._plan.memo
-        payload = memo.get("started")
-        if payload is None:
-            payload = memo.setdefault(
-                "started",
-                {
-                    "dryRun": self._plan.dry_run,
-                    "planOk": self._plan.ok,
-                    "stepCount": len(self._plan.steps),
-                    "targetIds": list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
-                    "definitionIdentity": pipeline.definition.identity.to_dict(),
-                },
-            )
+        pipeline, plan = self._pipeline, self._plan
+        payload, checked = self._plan_payload(
+            "started",
+            lambda: {
+                "dryRun": plan.dry_run,
+                "planOk": plan.ok,
+                "stepCount": len(plan.steps),
+                "targetIds": list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
+                "definitionIdentity": pipeline.definition.identity.to_dict(),
+            },
+        )
         channel = self._scope.channel
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
             snapshot = pipeline.definition.to_dict()
             observer.emit("pipeline.started", {**payload, "definitionSnapshot": snapshot})
-            return
-        checked = memo.get("started_checked", False)
-        if observer.emit("pipeline.started", payload, payload_checked=checked) and not checked:
-            memo["started_checked"] = True
+        elif observer.emit("pipeline.started", payload, payload_checked=checked):
+            self._plan_payload_checked("started")
 
     def _validate_options(self, options: Any) -> bool:
         schema = self._pipeline.options_schema
