@@ -15,6 +15,7 @@ from typing import Any
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
+from tubeless.trace._rules import json_bytes
 from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
 
 _LOGGER = logging.getLogger("tubeless")
@@ -355,10 +356,9 @@ def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _bounded_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = rows[:TRACE_LIST_LIMIT]
-    size = len(json.dumps(rows, ensure_ascii=False).encode("utf-8"))
+    size = json_bytes(rows)
     while rows and size > TRACE_DETAIL_BYTE_LIMIT:
-        dropped = rows.pop()
-        size -= len(json.dumps(dropped, ensure_ascii=False).encode("utf-8")) + 1
+        size -= json_bytes(rows.pop()) + 1  # and its comma
     return rows
 
 

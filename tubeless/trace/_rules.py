@@ -15,6 +15,7 @@ __all__ = [
     "TRACE_DETAIL_BYTE_LIMIT",
     "TRACE_FAN_OUT_CAUSE_DEPTH_LIMIT",
     "TRACE_SNAPSHOT_BYTE_LIMIT",
+    "json_bytes",
     "record_problem",
 ]
 
@@ -34,7 +35,8 @@ Record = Mapping[str, Any]
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _json_bytes(value: object) -> int:
+def json_bytes(value: object) -> int:
+    """The size of `value` as compact UTF-8 JSON, the measure of the byte limits."""
     return len(_encode(value).encode("utf-8"))
 
 
@@ -89,7 +91,7 @@ def _started_problem(record: Record) -> Problem | None:
         path = "$.payload.definitionSnapshot.identity"
         return path, "must equal payload.definitionIdentity"
     problem = _identity_version_problem(snapshot)
-    if problem is None and _json_bytes(snapshot) > TRACE_SNAPSHOT_BYTE_LIMIT:
+    if problem is None and json_bytes(snapshot) > TRACE_SNAPSHOT_BYTE_LIMIT:
         limit = TRACE_SNAPSHOT_BYTE_LIMIT
         return "$.payload.definitionSnapshot", f"exceeds the {limit}-byte snapshot limit"
     return problem
@@ -116,7 +118,7 @@ def _running_problem(record: Record) -> Problem | None:
     if count is not None and count < len(details):
         path = "$.payload.progress.detailCount"
         return path, f"{count} is less than the number of details ({len(details)})"
-    size = _json_bytes(details)
+    size = json_bytes(details)
     if size > TRACE_DETAIL_BYTE_LIMIT:
         limit = TRACE_DETAIL_BYTE_LIMIT
         return "$.payload.progress.details", f"{size} bytes of JSON exceed the {limit}-byte limit"
