@@ -18,8 +18,6 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless.errors import AgentDefinitionError, AgentError
 
-_SCALARS = (str, int, bool)
-
 
 class OwnedDict(FrozenDict):
     """A read-only mapping made by `own_state`: checked plain data, reused without a walk."""
@@ -42,9 +40,13 @@ def _where(path: tuple[str | int, ...]) -> str:
     return text or "the root"
 
 
+_KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
+"""Types kept as they are (with `None`): scalars, and what `own_state` made already."""
+
+
 def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool) -> Any:
     kind = type(value)
-    if value is None or kind in _SCALARS or kind is OwnedDict or kind is OwnedTuple:
+    if value is None or kind in _KEPT:
         return value
     if kind is float:
         if math.isfinite(value):
@@ -73,7 +75,13 @@ def _freeze_mapping(
             raise _NotPlainError(f"key {key!r} is not a string at {_where(path)}")
     if sort_keys:
         keys.sort()
-    items = {key: _freeze(value[key], (*path, key), ancestors, sort_keys) for key in keys}
+    # Kept values (most of a state that grows) skip the call and its path tuple.
+    items = {
+        key: item
+        if (item := value[key]) is None or type(item) in _KEPT
+        else _freeze(item, (*path, key), ancestors, sort_keys)
+        for key in keys
+    }
     ancestors.discard(id(value))
     return OwnedDict(items)
 
@@ -86,7 +94,12 @@ def _freeze_sequence(
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
     items = OwnedTuple(
-        _freeze(item, (*path, index), ancestors, sort_keys) for index, item in enumerate(value)
+        [
+            item
+            if item is None or type(item) in _KEPT
+            else _freeze(item, (*path, index), ancestors, sort_keys)
+            for index, item in enumerate(value)
+        ]
     )
     ancestors.discard(id(value))
     return items
