@@ -97,7 +97,7 @@ class _Helpers:
         try:
             while True:
                 with self._lock:
-                    if helper and not busy:
+                    if helper and not busy:  # a helper's first pass: it has arrived
                         self._arriving -= 1
                     index = next(self._cursor, None) if self._keep_going() else None
                     if index is None:
