@@ -1,4 +1,4 @@
-"""`run_lazily`: items start in order, bounded, drained; helpers start only when needed."""
+"""`run_lazily`: every item once, bounded, drained; helpers start only when needed."""
 
 from __future__ import annotations
 
