@@ -43,6 +43,11 @@ def _count(path: Path) -> int:
         return int(connection.execute("SELECT count(*) FROM pipeline_run_events").fetchone()[0])
 
 
+def _max_id(path: Path) -> int:
+    with sqlite3.connect(path) as connection:
+        return int(connection.execute("SELECT max(id) FROM pipeline_run_events").fetchone()[0])
+
+
 def _log(run_id: str, message: str) -> dict[str, Any]:
     return {
         "version": 3,
@@ -129,6 +134,55 @@ def test_rows_cannot_be_updated_or_deleted(tmp_path: Path, make_record: MakeReco
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             connection.execute("DELETE FROM pipeline_run_events")
     assert _count(path) == 1
+
+
+def test_clear_history_deletes_every_record_and_stays_append_only(tmp_path: Path) -> None:
+    """Committed and buffered records go; later ids are higher; rows stay undeletable."""
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as store:
+        for index in range(70):  # one committed batch and a buffered tail
+            store.export(_log("run", str(index)))
+        last_id = _max_id(path)
+        store.clear_history()
+        assert _count(path) == 0
+        assert store.events() == []
+        store.export(_log("run", "after"))
+        ((row_id, record),) = store.event_rows()
+        assert row_id > last_id and record == _log("run", "after")
+    with sqlite3.connect(path) as connection:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("DELETE FROM pipeline_run_events")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            connection.execute("UPDATE pipeline_run_events SET run_id = 'x'")
+
+
+def test_clear_history_is_refused_when_read_only_or_closed(tmp_path: Path) -> None:
+    """A reader cannot clear the store; neither can a closed store."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    store.export(_log("run", "kept"))
+    store.close()
+    with pytest.raises(TraceSinkError, match="closed"):
+        store.clear_history()
+    with SqliteTraceStore(path, read_only=True) as reader:
+        with pytest.raises(TraceSinkError, match="read-only"):
+            reader.clear_history()
+        assert len(reader.events()) == 1
+
+
+def test_a_failed_clear_deletes_nothing(tmp_path: Path) -> None:
+    """When the deletion fails (another writer holds the lock), every row is still there."""
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as store:
+        store.export(_log("run", "kept"))
+        store.flush()
+        store._connection.execute("PRAGMA busy_timeout = 0")  # fail at once, not in 30 s
+        with sqlite3.connect(path, isolation_level=None) as other:
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock
+            with pytest.raises(TraceSinkError, match=r"Cannot clear.*locked"):
+                store.clear_history()
+            other.execute("ROLLBACK")
+        assert [r["payload"]["message"] for r in store.events()] == ["kept"]
 
 
 @pytest.mark.parametrize("read_only", [False, True])

@@ -29,6 +29,7 @@ _PAGE_SIZE = 20_000
 _BUSY_TIMEOUT_SECONDS = 30.0
 
 _APPEND_ONLY = "BEGIN SELECT RAISE(ABORT, 'pipeline_run_events is append-only'); END"
+_TRIGGERS = ("pipeline_run_events_no_update", "pipeline_run_events_no_delete")
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS pipeline_run_events (
       id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -52,9 +53,9 @@ _SCHEMA = (
     "ON pipeline_run_events(pipeline_id, id DESC)",
     "CREATE INDEX IF NOT EXISTS pipeline_run_events_timestamp_idx "
     "ON pipeline_run_events(timestamp_ms DESC)",
-    "CREATE TRIGGER IF NOT EXISTS pipeline_run_events_no_update "
+    f"CREATE TRIGGER IF NOT EXISTS {_TRIGGERS[0]} "
     f"BEFORE UPDATE ON pipeline_run_events {_APPEND_ONLY}",
-    "CREATE TRIGGER IF NOT EXISTS pipeline_run_events_no_delete "
+    f"CREATE TRIGGER IF NOT EXISTS {_TRIGGERS[1]} "
     f"BEFORE DELETE ON pipeline_run_events {_APPEND_ONLY}",
 )
 
@@ -63,7 +64,8 @@ class SqliteTraceStore:
     """A trace sink and reader backed by one SQLite file (WAL, append-only).
 
     Records are validated, buffered, and committed in batches of 64 inside
-    `BEGIN IMMEDIATE`; the buffer is also committed by `flush()`, `close()` and every read.
+    `BEGIN IMMEDIATE`; the buffer is also committed by `flush()`, `close()`,
+    `clear_history()` and every read.
     Other connections see a record only once it is committed, and a crash loses the
     uncommitted tail. Several threads and several processes may append to one store at
     once: writers wait up to 30 seconds for each other. After a write fails, every later
@@ -227,6 +229,38 @@ class SqliteTraceStore:
         with self._lock:
             self._raise_if_unusable()
             self._commit()
+
+    def clear_history(self) -> None:
+        """Delete every stored record, in one transaction, after committing the buffer.
+
+        The append-only triggers are dropped for the deletion and restored in the same
+        transaction, so rows still cannot be updated or deleted one by one. Row ids keep
+        growing: a record written later gets a higher id than any deleted one.
+
+        Raises:
+            TraceSinkError: when the store is read-only or closed, or a commit or the
+                deletion fails now (nothing is deleted then) or a commit failed before.
+        """
+        with self._lock:
+            self._raise_if_unusable()
+            if self._read_only:
+                raise TraceSinkError(f"Trace store {self._path} was opened read-only")
+            self._commit()
+            connection = self._connection
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    for trigger in _TRIGGERS:
+                        connection.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+                    connection.execute("DELETE FROM pipeline_run_events")
+                    for statement in _SCHEMA[-len(_TRIGGERS) :]:
+                        connection.execute(statement)
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+            except sqlite3.Error as error:
+                raise TraceSinkError(f"Cannot clear trace store {self._path}: {error}") from error
 
     def close(self) -> None:
         """Commit the buffered records and close the database; closing twice is harmless.
