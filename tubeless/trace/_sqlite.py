@@ -29,7 +29,15 @@ _PAGE_SIZE = 20_000
 _BUSY_TIMEOUT_SECONDS = 30.0
 
 _APPEND_ONLY = "BEGIN SELECT RAISE(ABORT, 'pipeline_run_events is append-only'); END"
-_TRIGGERS = ("pipeline_run_events_no_update", "pipeline_run_events_no_delete")
+_TRIGGERS = {
+    "pipeline_run_events_no_update": "UPDATE",
+    "pipeline_run_events_no_delete": "DELETE",
+}
+"""The append-only triggers: name -> the statement each refuses."""
+_CREATE_TRIGGERS = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {event} ON pipeline_run_events {_APPEND_ONLY}"
+    for name, event in _TRIGGERS.items()
+)
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS pipeline_run_events (
       id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -53,10 +61,7 @@ _SCHEMA = (
     "ON pipeline_run_events(pipeline_id, id DESC)",
     "CREATE INDEX IF NOT EXISTS pipeline_run_events_timestamp_idx "
     "ON pipeline_run_events(timestamp_ms DESC)",
-    f"CREATE TRIGGER IF NOT EXISTS {_TRIGGERS[0]} "
-    f"BEFORE UPDATE ON pipeline_run_events {_APPEND_ONLY}",
-    f"CREATE TRIGGER IF NOT EXISTS {_TRIGGERS[1]} "
-    f"BEFORE DELETE ON pipeline_run_events {_APPEND_ONLY}",
+    *_CREATE_TRIGGERS,
 )
 
 
@@ -253,7 +258,7 @@ class SqliteTraceStore:
                     for trigger in _TRIGGERS:
                         connection.execute(f"DROP TRIGGER IF EXISTS {trigger}")
                     connection.execute("DELETE FROM pipeline_run_events")
-                    for statement in _SCHEMA[-len(_TRIGGERS) :]:
+                    for statement in _CREATE_TRIGGERS:
                         connection.execute(statement)
                 except BaseException:
                     connection.execute("ROLLBACK")
