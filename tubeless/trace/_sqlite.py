@@ -7,6 +7,7 @@ equals, field for field and type for type, the record written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -63,6 +64,19 @@ _SCHEMA = (
     "ON pipeline_run_events(timestamp_ms DESC)",
     *_CREATE_TRIGGERS,
 )
+
+
+@contextlib.contextmanager
+def _immediate(connection: sqlite3.Connection) -> Iterator[None]:
+    """One `BEGIN IMMEDIATE` transaction: committed at the end, rolled back on any error."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:  # a failed COMMIT may leave it open
+            connection.execute("ROLLBACK")
+        raise
 
 
 class SqliteTraceStore:
@@ -171,18 +185,13 @@ class SqliteTraceStore:
         self._enable_wal()
         self._pragma("synchronous = NORMAL")
         self._pragma("foreign_keys = ON")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
+        with _immediate(connection):
             for statement in _SCHEMA:
                 connection.execute(statement)
             if not self._has_extra_column():
                 # A store written by the reference implementation lacks this column.
                 connection.execute("ALTER TABLE pipeline_run_events ADD COLUMN extra_json TEXT")
             connection.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
 
     def _enable_wal(self) -> None:
         # Switching to WAL takes an exclusive lock without SQLite's busy handler, so
@@ -253,17 +262,12 @@ class SqliteTraceStore:
             self._commit()
             connection = self._connection
             try:
-                connection.execute("BEGIN IMMEDIATE")
-                try:
+                with _immediate(connection):
                     for trigger in _TRIGGERS:
                         connection.execute(f"DROP TRIGGER IF EXISTS {trigger}")
                     connection.execute("DELETE FROM pipeline_run_events")
                     for statement in _CREATE_TRIGGERS:
                         connection.execute(statement)
-                except BaseException:
-                    connection.execute("ROLLBACK")
-                    raise
-                connection.execute("COMMIT")
             except sqlite3.Error as error:
                 raise TraceSinkError(f"Cannot clear trace store {self._path}: {error}") from error
 
@@ -359,13 +363,8 @@ class SqliteTraceStore:
             return
         connection = self._connection
         try:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(connection):
                 connection.executemany(INSERT, self._pending)
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
         except sqlite3.Error as error:
             self._error = error
             raise TraceSinkError(f"Cannot write trace store {self._path}: {error}") from error
