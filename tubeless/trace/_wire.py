@@ -109,9 +109,9 @@ def _variant_schema(payload_checked: bool, own_fields: bool) -> dict[str, Any]:
     `payload_checked` makes the payload "an object" (for a payload checked already);
     `own_fields` drops `version`, `name` and `SHARED_FIELDS` (checked once per run).
     """
-    document = copy.deepcopy(_schema())
     if not (payload_checked or own_fields):
-        return document
+        return _schema()
+    document = copy.deepcopy(_schema())
     for record in document["$defs"]["records"].values():
         if payload_checked:
             record["properties"]["payload"] = {"type": "object"}
@@ -205,16 +205,12 @@ def check_own_fields(
         TraceRecordError: as `check_record` does.
     """
     try:
-        valid = _checker_for(record["name"], payload_checked, True).is_valid(own)
-        problem = record_problem(record) if valid else None
+        checker = _checker_for(record["name"], payload_checked, True)
+        if checker.is_valid(own) and record_problem(record) is None:
+            return
     except RecursionError:
-        valid = False
-    if not valid:
-        check_record(record, payload_checked=payload_checked)  # words the error
-    elif problem is not None:
-        raise TraceRecordError(
-            f"Invalid {record['name']} trace record at {problem[0]}: {problem[1]}"
-        )
+        pass
+    check_record(record, payload_checked=payload_checked)  # finds and words the problem
 
 
 def check_record(record: Mapping[str, Any], *, payload_checked: bool = False) -> None:
