@@ -13,17 +13,17 @@ import pytest
 from tubeless.errors import (
     ERROR_CODE_CLASSIFICATION,
     PIPELINE_ERROR_CODES,
+    Diagnostic,
     ErrorCause,
     FanOutDiagnostics,
     FanOutFailure,
     Issue,
     PipelineDefinitionError,
-    PipelineError,
     PipelineExecutionError,
     SchemaIssues,
     ToolError,
     TubelessError,
-    format_pipeline_error,
+    format_diagnostic,
     is_pipeline_error_code,
     normalize_cause,
 )
@@ -98,14 +98,14 @@ def _rejecting(message: str) -> Any:
     return validator(validate)
 
 
-def _first_definition_error(**kwargs: Any) -> PipelineError:
+def _first_definition_error(**kwargs: Any) -> Diagnostic:
     kwargs.setdefault("id", "codes")
     with pytest.raises(PipelineDefinitionError) as caught:
         define_pipeline(**kwargs)
     return caught.value.errors[0]
 
 
-def _first_run_error(pipeline: Any, **arguments: Any) -> PipelineError:
+def _first_run_error(pipeline: Any, **arguments: Any) -> Diagnostic:
     return pipeline.run(**arguments).errors[0]
 
 
@@ -123,18 +123,18 @@ def _selection() -> Any:
     return define_pipeline(id="codes", steps=[build, write], targets=[write])
 
 
-def _planned(controls: dict[str, Any]) -> PipelineError:
+def _planned(controls: dict[str, Any]) -> Diagnostic:
     return _selection().plan(controls).errors[0]
 
 
-def _contradictory() -> PipelineError:
+def _contradictory() -> Diagnostic:
     step = create_steps()
     source = step("source", run=_value(1))
     both = step("both", depends_on=[source], optional_depends_on=[source], run=_value(2))
     return _first_definition_error(steps=[source, both])
 
 
-def _cycle() -> PipelineError:
+def _cycle() -> Diagnostic:
     step = create_steps()
     a = step("a", run=_value(1))
     b = step("b", depends_on=[a], run=_value(2))
@@ -142,7 +142,7 @@ def _cycle() -> PipelineError:
     return _first_definition_error(steps=[a, b])
 
 
-def _duplicate_dependency() -> PipelineError:
+def _duplicate_dependency() -> Diagnostic:
     step = create_steps()
     source = step("source", run=_value(1))
     return _first_definition_error(
@@ -150,18 +150,18 @@ def _duplicate_dependency() -> PipelineError:
     )
 
 
-def _not_in_steps() -> PipelineError:
+def _not_in_steps() -> Diagnostic:
     step = create_steps()
     build = step("build", run=_value(1))
     return _first_definition_error(steps=[step("write", depends_on=[build], run=_value(2))])
 
 
-def _self_reference() -> PipelineError:
+def _self_reference() -> Diagnostic:
     loop = create_steps()("loop", run=_value(1))
     return _first_definition_error(steps=[_rewire(loop, skip_after_failure_of=(loop,))])
 
 
-def _finalizer_not_in_steps() -> PipelineError:
+def _finalizer_not_in_steps() -> Diagnostic:
     step = create_steps()
     foreign = step("foreign", run=_value(1))
     return _first_definition_error(
@@ -170,7 +170,7 @@ def _finalizer_not_in_steps() -> PipelineError:
     )
 
 
-def _options_conflict() -> PipelineError:
+def _options_conflict() -> Diagnostic:
     first = create_steps(validator(lambda value: value, vendor="a"))("first", run=_value(1))
     second = create_steps(validator(lambda value: value, vendor="b"))("second", run=_value(2))
     return _first_definition_error(steps=[first, second])
@@ -180,7 +180,7 @@ def _only() -> list[Step]:
     return [create_steps()("only", run=_value(1))]
 
 
-def _target_finalizer_mismatch() -> PipelineError:
+def _target_finalizer_mismatch() -> Diagnostic:
     step = create_steps()
     load = step("load", run=_value(1))
     normalize = step("normalize", depends_on=[load], run=_value(2))
@@ -191,37 +191,37 @@ def _target_finalizer_mismatch() -> PipelineError:
     )
 
 
-def _target_not_in_steps() -> PipelineError:
+def _target_not_in_steps() -> Diagnostic:
     step = create_steps()
     return _first_definition_error(
         steps=[step("included", run=_value(1))], targets=[step("foreign", run=_value(2))]
     )
 
 
-def _targets_duplicate() -> PipelineError:
+def _targets_duplicate() -> Diagnostic:
     included = create_steps()("included", run=_value(1))
     return _first_definition_error(steps=[included], targets=[included, included])
 
 
-def _options_invalid() -> PipelineError:
+def _options_invalid() -> Diagnostic:
     step = create_steps({"type": "object", "required": ["source"]})
     pipeline = define_pipeline(id="codes", steps=[step("load", run=_value("never"))])
     return _first_run_error(pipeline, options={"src": "rows.json"})
 
 
-def _step_failed() -> PipelineError:
+def _step_failed() -> Diagnostic:
     step = create_steps()
     pipeline = define_pipeline(id="codes", steps=[step("f", run=_raise(ValueError("no")))])
     return _first_run_error(pipeline)
 
 
-def _output_invalid() -> PipelineError:
+def _output_invalid() -> Diagnostic:
     step = create_steps()
     publish = step("publish", output_schema=_rejecting("Not publishable"), run=_value("draft"))
     return _first_run_error(define_pipeline(id="codes", steps=[publish]))
 
 
-def _child_failed() -> PipelineError:
+def _child_failed() -> Diagnostic:
     inner = create_steps()
     child = define_pipeline(
         id="child", steps=[inner("explode", run=_raise(ConnectionError("database unavailable")))]
@@ -230,14 +230,14 @@ def _child_failed() -> PipelineError:
     return _first_run_error(define_pipeline(id="codes", steps=[stage]))
 
 
-def _run_cancelled() -> PipelineError:
+def _run_cancelled() -> Diagnostic:
     signal = threading.Event()
     signal.set()
     pipeline = define_pipeline(id="codes", steps=[create_steps()("work", run=_value(1))])
     return _first_run_error(pipeline, context={"signal": signal})
 
 
-def _finalization_failed() -> PipelineError:
+def _finalization_failed() -> Diagnostic:
     def finalize(outputs: Any, context: Any) -> Any:
         raise RuntimeError("finalize failed")
 
@@ -245,12 +245,12 @@ def _finalization_failed() -> PipelineError:
     return _first_run_error(pipeline)
 
 
-def _final_result_invalid() -> PipelineError:
+def _final_result_invalid() -> Diagnostic:
     pipeline = define_pipeline(id="codes", steps=_only(), result_schema=_rejecting("Must be big"))
     return _first_run_error(pipeline)
 
 
-def _finalization_cancelled() -> PipelineError:
+def _finalization_cancelled() -> Diagnostic:
     def work(inputs: Any, context: Any) -> bool:
         context.signal.set()
         return True
@@ -259,7 +259,7 @@ def _finalization_cancelled() -> PipelineError:
     return _first_run_error(pipeline)
 
 
-PRODUCERS: Mapping[str, Callable[[], PipelineError]] = {
+PRODUCERS: Mapping[str, Callable[[], Diagnostic]] = {
     "TUBELESS_DEFINITION_DEPENDENCY_CONTRADICTORY": _contradictory,
     "TUBELESS_DEFINITION_DEPENDENCY_CYCLE": _cycle,
     "TUBELESS_DEFINITION_DEPENDENCY_DUPLICATE": _duplicate_dependency,
@@ -359,7 +359,7 @@ def test_definition_errors_list_every_problem() -> None:
     ]
     assert error.code == "TUBELESS_DEFINITION_PIPELINE_NAME_BLANK"
     assert str(error) == "Invalid pipeline bad: " + "; ".join(
-        format_pipeline_error(problem) for problem in error.errors
+        format_diagnostic(problem) for problem in error.errors
     )
     assert str(PipelineDefinitionError("empty", [])) == "Invalid pipeline empty"
 
@@ -451,7 +451,7 @@ def test_properties_that_raise_count_as_missing() -> None:
 
 def test_the_one_line_format() -> None:
     """`<phase>[ at step <id>] [<code>][ (<source>)]: <message>[; caused by[ <code>]: <msg>]`."""
-    full = PipelineError(
+    full = Diagnostic(
         code="TUBELESS_STEP_FAILED",
         kind="step",
         phase="execution",
@@ -462,7 +462,7 @@ def test_the_one_line_format() -> None:
             message="wrapped", cause=ErrorCause(message="denied", source_code="EACCES")
         ),
     )
-    bare = PipelineError(
+    bare = Diagnostic(
         code="TUBELESS_PLANNING_STEP_UNKNOWN",
         kind="selection",
         phase="planning",
@@ -474,7 +474,7 @@ def test_the_one_line_format() -> None:
         "execution at step load [TUBELESS_STEP_FAILED] (ENOENT): cannot read rows; "
         "caused by EACCES: denied"
     )
-    assert format_pipeline_error(bare) == (
+    assert format_diagnostic(bare) == (
         "planning [TUBELESS_PLANNING_STEP_UNKNOWN]: unknown; caused by: root"
     )
 
@@ -484,7 +484,7 @@ def test_pipeline_error_wire_form() -> None:
     failure = FanOutFailure(
         index=2, key="k", key_truncated=False, cancelled=True, error=ErrorCause(message="stop")
     )
-    error = PipelineError(
+    error = Diagnostic(
         code="TUBELESS_CHILD_FAILED",
         kind="child",
         phase="execution",

@@ -17,8 +17,8 @@ from tubeless.agent import (
 )
 from tubeless.cli import PipelineCommand, Project, define_pipeline_command, define_project
 from tubeless.errors import (
+    Diagnostic,
     PipelineDefinitionError,
-    PipelineError,
     PipelineExecutionError,
     RunCancelledError,
     SchemaIssues,
@@ -45,11 +45,11 @@ __all__ = [
     "AgentLimits",
     "AgentTool",
     "DecisionContext",
+    "Diagnostic",
     "ExecutionContext",
     "Pipeline",
     "PipelineCommand",
     "PipelineDefinitionError",
-    "PipelineError",
     "PipelineExecutionError",
     "PipelinePlan",
     "PipelineRun",

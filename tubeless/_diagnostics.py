@@ -1,4 +1,4 @@
-"""Diagnostic records: `PipelineError`, its cause chain and the code catalog (internal).
+"""Diagnostic records: `Diagnostic`, its cause chain and the code catalog (internal).
 
 Everything public here is re-exported by `tubeless.errors`.
 """
@@ -60,7 +60,7 @@ ERROR_CODE_CLASSIFICATION: Mapping[str, tuple[ErrorPhase, ErrorKind]] = MappingP
 """Phase and kind of every catalog code, as the reference classifies them."""
 
 PIPELINE_ERROR_CODES: tuple[str, ...] = tuple(ERROR_CODE_CLASSIFICATION)
-"""The frozen catalog of codes a `PipelineError` may carry."""
+"""The frozen catalog of codes a `Diagnostic` may carry."""
 
 AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_INVALID_DEFINITION",
@@ -180,7 +180,7 @@ class FanOutDiagnostics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class PipelineError:
+class Diagnostic:
     """One diagnostic: what went wrong, where, and why."""
 
     code: str
@@ -223,11 +223,11 @@ class PipelineError:
         return out
 
     def format(self) -> str:
-        """Return the one-line human form (see `format_pipeline_error`)."""
-        return format_pipeline_error(self)
+        """Return the one-line human form (see `format_diagnostic`)."""
+        return format_diagnostic(self)
 
 
-def format_pipeline_error(error: PipelineError) -> str:
+def format_diagnostic(error: Diagnostic) -> str:
     """Render `<phase>[ at step <id>] [<code>][ (<source>)]: <message>[; caused by ...]`."""
     step = f" at step {error.step_id}" if error.step_id else ""
     source = f" ({error.source_code})" if error.source_code else ""

@@ -28,12 +28,12 @@ Exceptions (each carries a `code` string unless noted)::
 
 Records (frozen dataclasses with `to_dict()` giving the wire JSON):
 
-- `PipelineError`: one diagnostic in a plan, a run report or a trace record;
+- `Diagnostic`: one diagnostic in a plan, a run report or a trace record;
 - `ErrorCause`: one normalised link of an exception's `__cause__` chain;
 - `FanOutDiagnostics` / `FanOutFailure`: bounded per-item failures of a fan-out step.
 
 `PIPELINE_ERROR_CODES` lists the catalog; `ERROR_CODE_CLASSIFICATION` gives each code's
-phase and kind; `format_pipeline_error` renders the one-line form.
+phase and kind; `format_diagnostic` renders the one-line form.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ from tubeless._diagnostics import (
     AGENT_ERROR_CODES,
     ERROR_CODE_CLASSIFICATION,
     PIPELINE_ERROR_CODES,
+    Diagnostic,
     ErrorCause,
     ErrorKind,
     ErrorPhase,
     FanOutDiagnostics,
     FanOutFailure,
     Issue,
-    PipelineError,
-    format_pipeline_error,
+    format_diagnostic,
     is_pipeline_error_code,
     normalize_cause,
 )
@@ -74,6 +74,7 @@ __all__ = [
     "CliUsageError",
     "CliValidationError",
     "DefinitionIdentityError",
+    "Diagnostic",
     "ErrorCause",
     "ErrorKind",
     "ErrorPhase",
@@ -82,7 +83,6 @@ __all__ = [
     "Issue",
     "IterationError",
     "PipelineDefinitionError",
-    "PipelineError",
     "PipelineExecutionError",
     "RunCancelledError",
     "SchemaDefinitionError",
@@ -93,7 +93,7 @@ __all__ = [
     "TraceSinkError",
     "TraceStoreError",
     "TubelessError",
-    "format_pipeline_error",
+    "format_diagnostic",
     "is_pipeline_error_code",
     "normalize_cause",
 ]
@@ -114,17 +114,17 @@ class TubelessError(Exception):
         return str(self.args[0]) if self.args else ""
 
 
-def _joined(errors: Sequence[PipelineError]) -> str:
-    return "; ".join(format_pipeline_error(error) for error in errors)
+def _joined(errors: Sequence[Diagnostic]) -> str:
+    return "; ".join(format_diagnostic(error) for error in errors)
 
 
 class PipelineDefinitionError(TubelessError):
     """A pipeline definition is invalid; `errors` lists every problem with its code."""
 
     pipeline_id: str
-    errors: tuple[PipelineError, ...]
+    errors: tuple[Diagnostic, ...]
 
-    def __init__(self, pipeline_id: str, errors: Iterable[PipelineError]) -> None:
+    def __init__(self, pipeline_id: str, errors: Iterable[Diagnostic]) -> None:
         self.pipeline_id = pipeline_id
         self.errors = tuple(errors)
         text = f"Invalid pipeline {pipeline_id}"
@@ -150,7 +150,7 @@ class PipelineExecutionError(TubelessError):
         if message is None:
             message = f"Pipeline {result.pipeline_id} {disposition}"
             if errors:
-                message += f": {format_pipeline_error(errors[0])}"
+                message += f": {format_diagnostic(errors[0])}"
         super().__init__(message, code=errors[0].code if errors else "TUBELESS_STEP_FAILED")
 
     @property

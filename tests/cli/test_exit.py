@@ -12,11 +12,11 @@ from tubeless.cli import (
     exit_code_for,
 )
 from tubeless.cli._exit import error_named, one_line
-from tubeless.errors import CliLoadError, PipelineError, PipelineExecutionError
+from tubeless.errors import CliLoadError, Diagnostic, PipelineExecutionError
 from tubeless.pipeline import create_steps, define_pipeline
 
 
-def _failed_run(*errors: PipelineError) -> Any:
+def _failed_run(*errors: Diagnostic) -> Any:
     pipeline = define_pipeline(id="p", steps=[create_steps().step("s", run=lambda i, c: 1)])
     run = pipeline.run()
     import dataclasses
@@ -24,8 +24,8 @@ def _failed_run(*errors: PipelineError) -> Any:
     return dataclasses.replace(run, errors=errors, status="failed")
 
 
-def _error(kind: str, phase: str) -> PipelineError:
-    return PipelineError(code="X", kind=kind, phase=phase, message="m")  # type: ignore[arg-type]
+def _error(kind: str, phase: str) -> Diagnostic:
+    return Diagnostic(code="X", kind=kind, phase=phase, message="m")  # type: ignore[arg-type]
 
 
 def test_exit_codes_are_the_reference_numbers() -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from tubeless.cli._exit import error_named, one_line
-from tubeless.errors import format_pipeline_error
+from tubeless.errors import format_diagnostic
 
 __all__ = ["failure_lines", "print_failure", "print_rejected"]
 
 
 def _run_error_line(error: Any) -> str:
     try:
-        return " ".join(format_pipeline_error(error).split())
+        return " ".join(format_diagnostic(error).split())
     except Exception:
         return " ".join(str(getattr(error, "message", error)).split())
 

@@ -1,4 +1,4 @@
-"""Turning raised exceptions into `PipelineError` records."""
+"""Turning raised exceptions into `Diagnostic` records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 from tubeless._diagnostics import nested_cause, source_code_of
 from tubeless.errors import (
     ChildPipelineError,
-    PipelineError,
+    Diagnostic,
     PipelineExecutionError,
     RunCancelledError,
     SchemaValidationError,
@@ -35,11 +35,11 @@ def is_cancellation(error: BaseException, signal: threading.Event) -> bool:
     return False
 
 
-def to_pipeline_error(
+def to_diagnostic(
     error: BaseException, *, code: str, kind: str, phase: str, step_id: str | None
-) -> PipelineError:
+) -> Diagnostic:
     """Record `error` under the given classification, keeping its code, cause and issues."""
-    return PipelineError(
+    return Diagnostic(
         code=code,
         kind=kind,  # type: ignore[arg-type]
         phase=phase,  # type: ignore[arg-type]
@@ -59,7 +59,7 @@ def _message(error: BaseException) -> str:
         return type(error).__name__
 
 
-def step_error(error: BaseException, signal: threading.Event, step_id: str) -> PipelineError:
+def step_error(error: BaseException, signal: threading.Event, step_id: str) -> Diagnostic:
     """Classify an exception raised by a step (handler, predicate or output validation)."""
     if is_cancellation(error, signal):
         code, kind = "TUBELESS_RUN_CANCELLED", "cancellation"
@@ -69,10 +69,10 @@ def step_error(error: BaseException, signal: threading.Event, step_id: str) -> P
         code, kind = "TUBELESS_CHILD_FAILED", "child"
     else:
         code, kind = "TUBELESS_STEP_FAILED", "step"
-    return to_pipeline_error(error, code=code, kind=kind, phase="execution", step_id=step_id)
+    return to_diagnostic(error, code=code, kind=kind, phase="execution", step_id=step_id)
 
 
-def finalization_error(error: BaseException, signal: threading.Event) -> PipelineError:
+def finalization_error(error: BaseException, signal: threading.Event) -> Diagnostic:
     """Classify an exception raised while finalizing."""
     if is_cancellation(error, signal):
         code, kind = "TUBELESS_FINALIZATION_CANCELLED", "cancellation"
@@ -80,6 +80,4 @@ def finalization_error(error: BaseException, signal: threading.Event) -> Pipelin
         code, kind = "TUBELESS_FINAL_RESULT_VALIDATION_FAILED", "validation"
     else:
         code, kind = "TUBELESS_FINALIZATION_FAILED", "finalization"
-    return to_pipeline_error(
-        error, code=code, kind=kind, phase="finalization", step_id="__finalize__"
-    )
+    return to_diagnostic(error, code=code, kind=kind, phase="finalization", step_id="__finalize__")

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tubeless.errors import PipelineError
-from tubeless.pipeline._classify import finalization_error, to_pipeline_error
+from tubeless.errors import Diagnostic
+from tubeless.pipeline._classify import finalization_error, to_diagnostic
 from tubeless.pipeline._context import (
     ExecutionContext,
     RunScope,
@@ -158,7 +158,7 @@ class _Run:
         self._controls = controls
         self._plan = plan
         self._started = scope.now()
-        self._errors: list[PipelineError] = []
+        self._errors: list[Diagnostic] = []
         self._exceptions: list[BaseException | None] = []
 
     def _emit(self, name: str, payload: dict[str, Any], **fields: Any) -> None:
@@ -166,7 +166,7 @@ class _Run:
         if observer is not None:
             observer.emit(name, payload, **fields)
 
-    def _fail(self, error: PipelineError, exception: BaseException | None = None) -> None:
+    def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
         self._errors.append(error)
         self._exceptions.append(exception)
 
@@ -253,7 +253,7 @@ class _Run:
             )
         except Exception as error:
             self._fail(
-                to_pipeline_error(
+                to_diagnostic(
                     error,
                     code="TUBELESS_OPTIONS_VALIDATION_FAILED",
                     kind="validation",

@@ -6,14 +6,14 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from tubeless.errors import ERROR_CODE_CLASSIFICATION, PipelineError
+from tubeless.errors import ERROR_CODE_CLASSIFICATION, Diagnostic
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 
 
-def definition_error(code: str, message: str, step_id: str | None = None) -> PipelineError:
-    """Build a definition-phase `PipelineError` for `code`."""
+def definition_error(code: str, message: str, step_id: str | None = None) -> Diagnostic:
+    """Build a definition-phase `Diagnostic` for `code`."""
     phase, kind = ERROR_CODE_CLASSIFICATION[code]
-    return PipelineError(code=code, kind=kind, phase=phase, message=message, step_id=step_id)
+    return Diagnostic(code=code, kind=kind, phase=phase, message=message, step_id=step_id)
 
 
 def step_edges(step: Step) -> tuple[Step, ...]:
@@ -72,7 +72,7 @@ def _blank(value: str | None) -> bool:
 
 def pipeline_field_errors(
     pipeline_id: str, name: str | None, description: str | None, version: str | None
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     """Check the pipeline's own id, name, description and implementation version."""
     errors = []
     if not pipeline_id.strip():
@@ -106,7 +106,7 @@ def pipeline_field_errors(
     return errors
 
 
-def _step_own_errors(pipeline_id: str, step: Step) -> list[PipelineError]:
+def _step_own_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
     errors = []
     if not step.id.strip():
         errors.append(
@@ -135,7 +135,7 @@ def _step_own_errors(pipeline_id: str, step: Step) -> list[PipelineError]:
     return errors
 
 
-def _step_dependency_errors(pipeline_id: str, step: Step) -> list[PipelineError]:
+def _step_dependency_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
     errors = []
     groups = (
         ("depends_on", step.depends_on),
@@ -173,9 +173,9 @@ def _step_dependency_errors(pipeline_id: str, step: Step) -> list[PipelineError]
     return errors
 
 
-def step_errors(pipeline_id: str, steps: Sequence[Step]) -> list[PipelineError]:
+def step_errors(pipeline_id: str, steps: Sequence[Step]) -> list[Diagnostic]:
     """Check step ids, names, dependency lists, membership and options-schema scopes."""
-    errors: list[PipelineError] = []
+    errors: list[Diagnostic] = []
     repeated = _duplicates(step.id for step in steps)
     if repeated:
         errors.append(
@@ -216,7 +216,7 @@ def target_errors(
     targets: Sequence[Step],
     required: Sequence[Step] | None,
     graph_ok: bool,
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     """Check declared targets and the finalizer's required outputs against the steps."""
     errors = []
     known = set(steps)
@@ -253,7 +253,7 @@ def target_errors(
 
 def _finalizer_mismatches(
     pipeline_id: str, targets: Sequence[Step], required: Sequence[Step]
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     errors = []
     for target in targets:
         closure = target_closure([target])
@@ -270,7 +270,7 @@ def _finalizer_mismatches(
     return errors
 
 
-def cycle_error(pipeline_id: str) -> PipelineError:
+def cycle_error(pipeline_id: str) -> Diagnostic:
     """The error for a dependency cycle."""
     return definition_error(
         "TUBELESS_DEFINITION_DEPENDENCY_CYCLE", f"Pipeline {pipeline_id} has a dependency cycle"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tubeless._frozen import thaw
-from tubeless.errors import PipelineError
+from tubeless.errors import Diagnostic
 from tubeless.pipeline._controls import RunControls
 from tubeless.pipeline._planning_errors import planning_errors
 from tubeless.pipeline._steps import Step
@@ -115,7 +115,7 @@ class PipelinePlan:
     """Whether the plan is for a dry run."""
     ok: bool
     """Whether planning succeeded."""
-    errors: tuple[PipelineError, ...]
+    errors: tuple[Diagnostic, ...]
     """Every planning error (then `steps` is empty)."""
     steps: tuple[PlanStep, ...]
     """One entry per step, in execution order."""

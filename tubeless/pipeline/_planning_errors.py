@@ -6,13 +6,13 @@ import difflib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from tubeless.errors import ERROR_CODE_CLASSIFICATION, PipelineError
+from tubeless.errors import ERROR_CODE_CLASSIFICATION, Diagnostic
 from tubeless.pipeline._controls import RunControls
 
 
-def _planning_error(code: str, message: str) -> PipelineError:
+def _planning_error(code: str, message: str) -> Diagnostic:
     phase, kind = ERROR_CODE_CLASSIFICATION[code]
-    return PipelineError(code=code, kind=kind, phase=phase, message=message)
+    return Diagnostic(code=code, kind=kind, phase=phase, message=message)
 
 
 def _duplicates(values: Iterable[str]) -> list[str]:
@@ -34,14 +34,14 @@ def _suggest(unknown: Sequence[str], candidates: Iterable[str]) -> str:
 
 def _list_error(
     code: str, pipeline_id: str, noun: str, found: Sequence[str], hint: str = ""
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     if not found:
         return []
     message = f"Pipeline {pipeline_id} requested {noun}: {', '.join(found)}{hint}"
     return [_planning_error(code, message)]
 
 
-def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> PipelineError:
+def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> Diagnostic:
     return _planning_error(
         code,
         f"Pipeline {pipeline_id} received an empty {field} list; omit {field} to run every "
@@ -49,9 +49,7 @@ def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> Pipeline
     )
 
 
-def _step_id_errors(
-    pipeline_id: str, step_ids: Sequence[str], known: set[str]
-) -> list[PipelineError]:
+def _step_id_errors(pipeline_id: str, step_ids: Sequence[str], known: set[str]) -> list[Diagnostic]:
     errors = []
     if not step_ids:
         errors.append(
@@ -78,7 +76,7 @@ def _step_id_errors(
 
 def _target_errors(
     pipeline_id: str, targets: Sequence[str], known: set[str], declared: set[str]
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     errors = []
     if not targets:
         errors.append(
@@ -109,7 +107,7 @@ def _target_errors(
 
 def _selection_errors(
     pipeline_id: str, controls: RunControls, known: set[str], declared: set[str]
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     errors = []
     if controls.step_ids is not None and controls.targets is not None:
         errors.append(
@@ -128,9 +126,9 @@ def _selection_errors(
 
 def planning_errors(
     pipeline_id: str, controls: RunControls, known: set[str], declared: set[str]
-) -> list[PipelineError]:
+) -> list[Diagnostic]:
     """Every problem with `controls` for a pipeline with these step and target ids."""
-    errors: list[PipelineError] = []
+    errors: list[Diagnostic] = []
     if not _valid_concurrency(controls.max_concurrency):
         errors.append(
             _planning_error(

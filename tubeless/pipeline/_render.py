@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from tubeless.errors import format_pipeline_error
+from tubeless.errors import format_diagnostic
 from tubeless.pipeline._graph import step_edges
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._steps import Step
@@ -73,7 +73,7 @@ def render_plan(plan: PipelinePlan, *, explain: bool = True) -> str:
         f"dryRun={_flag(plan.dry_run)}, steps={len(plan.steps)})"
     ]
     lines += [_render_step(step, explain) for step in plan.steps]
-    lines += [f"  ! {format_pipeline_error(error)}" for error in plan.errors]
+    lines += [f"  ! {format_diagnostic(error)}" for error in plan.errors]
     return "\n".join(lines)
 
 

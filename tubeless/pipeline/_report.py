@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tubeless.errors import PipelineError
+from tubeless.errors import Diagnostic
 
 if TYPE_CHECKING:
     from tubeless.pipeline._identity import DefinitionIdentity
@@ -16,7 +16,7 @@ RunStatus = Literal["completed", "failed", "cancelled"]
 StepStatus = Literal["completed", "failed", "cancelled", "skipped"]
 
 
-def run_status(errors: Sequence[PipelineError]) -> RunStatus:
+def run_status(errors: Sequence[Diagnostic]) -> RunStatus:
     """Derive a status from errors: none -> completed, only cancellations -> cancelled."""
     if not errors:
         return "completed"
@@ -43,7 +43,7 @@ class StepReport:
     """`<run id>:attempt:<base36>` when an attempt began."""
     started_at_ms: int | None = None
     """When the attempt began."""
-    error: PipelineError | None = None
+    error: Diagnostic | None = None
     """Why it failed or was cancelled."""
     reason: str | None = None
     """Why it was skipped: `filtered`, `dry-run`, `policy`, ..."""
@@ -130,7 +130,7 @@ class PipelineRun:
     """Start time (epoch ms)."""
     finished_at_ms: int
     """End time (epoch ms)."""
-    errors: tuple[PipelineError, ...]
+    errors: tuple[Diagnostic, ...]
     """Run-level errors, then step errors in plan order, then finalization errors."""
     steps: tuple[StepReport, ...]
     """One terminal report per planned step, in plan order."""
@@ -169,7 +169,7 @@ class PipelineRun:
             out["value"] = self.value
         return out
 
-    def causal_errors(self) -> tuple[PipelineError, ...]:
+    def causal_errors(self) -> tuple[Diagnostic, ...]:
         """The errors worth showing a person.
 
         A finalization failure for missing required outputs is left out when other errors

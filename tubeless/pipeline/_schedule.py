@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from tubeless.errors import PipelineError, RunCancelledError
-from tubeless.pipeline._classify import step_error, to_pipeline_error
+from tubeless.errors import Diagnostic, RunCancelledError
+from tubeless.pipeline._classify import step_error, to_diagnostic
 from tubeless.pipeline._context import ExecutionContext, RunScope, StepContext, cancellation_message
 from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
 from tubeless.pipeline._report import StepReport, StepStatus
@@ -63,10 +63,10 @@ class StepScheduler:
         self._continue = continue_on_error
         self.reports: dict[str, StepReport] = {}
         self.outputs: dict[str, Any] = {}
-        self.errors: dict[int, tuple[PipelineError, BaseException | None]] = {}
+        self.errors: dict[int, tuple[Diagnostic, BaseException | None]] = {}
         self._stopped = False
         self._failed_step: str | None = None
-        self._cancel_error: PipelineError | None = None
+        self._cancel_error: Diagnostic | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- coordination -------------------------------------------------------------------
@@ -192,7 +192,7 @@ class StepScheduler:
 
     def _cancel_from(self, index: int, pending: list[int], *, include: bool = False) -> None:
         step_id = self._order[index].id
-        error = to_pipeline_error(
+        error = to_diagnostic(
             RunCancelledError(cancellation_message(self._scope.signal)),
             code="TUBELESS_RUN_CANCELLED",
             kind="cancellation",
@@ -364,7 +364,7 @@ def terminal_record(report: StepReport) -> tuple[str, dict[str, Any], dict[str, 
     return _RECORD_NAMES[report.status], payload, fields
 
 
-def trace_error(error: PipelineError) -> dict[str, Any]:
+def trace_error(error: Diagnostic) -> dict[str, Any]:
     """The error's wire form bounded to the trace limits (128 issues, 4096-char strings).
 
     The step id is left out: a trace record names its step at the top level, and the trace
