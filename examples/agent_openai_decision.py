@@ -134,7 +134,7 @@ def _send(url: str, body: bytes, api_key: str, context: DecisionContext) -> tupl
         from interruptible_http import BearerAuth, post
     except ImportError:
         raise OpenAIDecisionError(
-            "The OpenAI agent example needs requests: pip install 'tubeless[openai]'"
+            "The OpenAI agent example needs requests: pip install 'tubeless-pipelines[openai]'"
         ) from None
     deadline_seconds = _deadline_seconds()
     try:

@@ -507,7 +507,7 @@ def test_planning_and_drawing_need_no_requests_package(tmp_path: Any) -> None:
         "print(agent.plan().ok, agent.to_mermaid().splitlines()[0])\n"
         "import os; os.environ['OPENAI_API_KEY'] = 'test-key-never-record'\n"
         "run = agent.run({'question': 'hi'})\n"
-        "print(run.status, 'tubeless[openai]' in run.errors[0].message)\n"
+        "print(run.status, 'tubeless-pipelines[openai]' in run.errors[0].message)\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
