@@ -138,12 +138,12 @@ MALFORMED = [
     pytest.param(_cont(_call(call_id=7)), "non-blank string id", id="number-id"),
     pytest.param(_cont(_call(call_id="i" * 257)), "id is longer than 256 characters", id="long-id"),
     pytest.param(
-        _cont(_call(), _call(tool="beta")), "Duplicate agent call id: c1", id="duplicate-id"
+        _cont(_call(), _call(tool="beta")), "Duplicate agent call id: 'c1'", id="duplicate-id"
     ),
     pytest.param(_cont(_call(tool="")), "'c1' requires a non-blank string tool", id="empty-tool"),
     pytest.param(_cont(_call(tool=3)), "'c1' requires a non-blank string tool", id="number-tool"),
     pytest.param(_cont(_call(tool=len)), "'c1' requires a non-blank string tool", id="code-tool"),
-    pytest.param(_cont(_call(tool="gamma")), "Unknown agent tool: gamma", id="unknown-tool"),
+    pytest.param(_cont(_call(tool="gamma")), "Unknown agent tool: 'gamma'", id="unknown-tool"),
 ]
 
 
@@ -241,7 +241,7 @@ def test_unknown_tools_are_resolved_before_any_validator_runs() -> None:
 
     _run, errors = _fail_first_turn(decision, journal)
 
-    assert "Unknown agent tool: nope" in errors
+    assert "Unknown agent tool: 'nope'" in errors
     assert journal.events == []
 
 

@@ -7,10 +7,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._quote import quote, type_name
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._state import own_state
-from tubeless.agent._tools import TOOL_NAME, _schema, input_descriptor, tool_pipeline, tool_spec
+from tubeless.agent._tools import (
+    TOOL_NAME,
+    TOOL_NAME_RULE,
+    _schema,
+    input_descriptor,
+    tool_pipeline,
+    tool_spec,
+)
 from tubeless.agent._turn import (
     AgentRuntime,
     DecideStep,
@@ -53,13 +61,31 @@ def _registered_tools(agent_id: str, tools: object) -> dict[str, Any]:
         raise AgentDefinitionError(f"Agent capability inventory exceeds {TOOL_LIMIT} tools")
     specs = {}
     for name in names:
-        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
-            raise AgentDefinitionError(f"Invalid tool name: {name!r}")
+        if type(name) is not str or not TOOL_NAME.fullmatch(name):
+            raise AgentDefinitionError(
+                f"Invalid tool name: {quote(name)} (use {TOOL_NAME_RULE})"
+            )
         try:
             specs[name] = tool_spec(tools[name])
         except KeyError:
             raise AgentDefinitionError(f"Tool {name} must come from define_tool") from None
     return specs
+
+
+def _check_texts(**arguments: object) -> None:
+    """Refuse `id` that is not a string, and `name`/`description`/... not a string or None.
+
+    Blank strings are left to `define_pipeline`, whose catalog codes name them.
+    """
+    for argument, value in arguments.items():
+        if argument == "id" and type(value) is not str:
+            raise AgentDefinitionError(
+                f"Agent id must be a string, got {type_name(value)}"
+            )
+        if value is not None and type(value) is not str:
+            raise AgentDefinitionError(
+                f"Agent {argument} must be a string or None, got {type_name(value)}"
+            )
 
 
 def _capability(name: str, spec: Any) -> FrozenDict:
@@ -169,6 +195,9 @@ def define_agent(
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
         PipelineDefinitionError: for pipeline-level mistakes such as a blank id.
     """
+    _check_texts(
+        id=id, name=name, description=description, implementation_version=implementation_version
+    )
     options_schema = _schema(input_schema, "Agent input")
     _check_callbacks(initial_state, decide, reduce, dry_run)
     resolved = resolve_limits(limits)

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._quote import quote, quote_list, type_name
 from tubeless.agent._state import OwnedDict, OwnedTuple
 from tubeless.errors import AgentError
 
@@ -48,19 +49,43 @@ def _plain(value: object) -> bool:
 
 
 def _keys_text(keys: object) -> str:
-    return ", ".join(sorted(repr(key) for key in keys))  # type: ignore[attr-defined]
+    return quote_list(keys)
+
+
+def _is_text(value: object) -> bool:
+    """Whether `value` is exactly a `str`: a subclass may compare, hash or print oddly."""
+    return type(value) is str
 
 
 def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     """Check the envelope and every call's shape.
 
+    Whatever `decide` returned, the outcome is a decision or this error: a value that
+    breaks the check itself (a key whose comparison raises, say) is an invalid decision.
+
     Raises:
         AgentError: `TUBELESS_AGENT_INVALID_DECISION` naming the offending key or call.
     """
+    try:
+        return _parse_decision(raw)
+    except AgentError:
+        raise
+    except Exception as error:  # RecursionError included
+        raise _invalid(
+            f"Agent decision could not be read: checking it raised {type_name(error)}"
+        ) from None
+
+
+def _parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     if not _plain(raw):
-        raise _invalid(f"Agent decision must be a plain dict, got {type(raw).__name__}")
+        raise _invalid(f"Agent decision must be a plain dict, got {type_name(raw)}")
     assert isinstance(raw, dict)
     kind = raw.get("kind")
+    if not _is_text(kind) or kind not in ("finish", "continue"):
+        raise _invalid(
+            "Agent decision must be {'kind': 'finish', 'result': ...} or "
+            f"{{'kind': 'continue', 'calls': [...]}}, got kind {quote(kind)}"
+        )
     if kind == "finish":
         if "result" not in raw:
             raise _invalid("Agent finish decision requires a result key (None is a valid result)")
@@ -68,11 +93,6 @@ def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
         if extra:
             raise _invalid(f"Agent finish decision has unexpected keys: {_keys_text(extra)}")
         return FinishDecision(raw["result"])
-    if kind != "continue":
-        raise _invalid(
-            "Agent decision must be {'kind': 'finish', 'result': ...} or "
-            f"{{'kind': 'continue', 'calls': [...]}}, got kind {kind!r}"
-        )
     extra = set(raw) - {"kind", "calls"}
     if extra:
         raise _invalid(f"Agent continue decision has unexpected keys: {_keys_text(extra)}")
@@ -84,7 +104,7 @@ def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     seen: set[str] = set()
     for call in parsed:
         if call.id in seen:
-            raise _invalid(f"Duplicate agent call id: {call.id}")
+            raise _invalid(f"Duplicate agent call id: {quote(call.id)}")
         seen.add(call.id)
     return ContinueDecision(parsed)
 
@@ -92,11 +112,11 @@ def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
 def _parse_call(call: object, position: int) -> AgentCall:
     where = f"Agent call #{position + 1}"
     if not _plain(call):
-        raise _invalid(f"{where} must be a plain dict, got {type(call).__name__}")
+        raise _invalid(f"{where} must be a plain dict, got {type_name(call)}")
     assert isinstance(call, dict)
     call_id = call.get("id")
-    if isinstance(call_id, str) and call_id.strip():
-        where = f"Agent call {call_id!r}"
+    if _is_text(call_id) and call_id.strip():
+        where = f"Agent call {quote(call_id)}"
     missing = _CALL_KEYS - set(call)
     if missing:
         raise _invalid(
@@ -105,11 +125,11 @@ def _parse_call(call: object, position: int) -> AgentCall:
     extra = set(call) - _CALL_KEYS
     if extra:
         raise _invalid(f"{where} has unexpected keys: {_keys_text(extra)}")
-    if not isinstance(call_id, str) or not call_id.strip():
+    if not _is_text(call_id) or not call_id.strip():
         raise _invalid(f"{where} requires a non-blank string id")
     if len(call_id) > CALL_ID_LIMIT:
         raise _invalid(f"Agent call #{position + 1} id is longer than {CALL_ID_LIMIT} characters")
     tool = call["tool"]
-    if not isinstance(tool, str) or not tool.strip():
+    if not _is_text(tool) or not tool.strip():
         raise _invalid(f"{where} requires a non-blank string tool name")
     return AgentCall(call_id, tool, call["input"])

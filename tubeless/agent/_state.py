@@ -1,8 +1,10 @@
 """Owned, frozen plain data: agent state and capability descriptors.
 
 Plain data is `None`, `bool`, `int`, finite `float`, `str`, lists/tuples of plain data and
-dicts with string keys of plain data. Mappings become read-only `FrozenDict`s and
-sequences tuples, so `json.dumps(state)` works and `==` compares by value.
+dicts with string keys of plain data, nested at most `PLAIN_DEPTH_LIMIT` containers deep.
+Mappings become read-only `FrozenDict`s and sequences tuples, so `json.dumps(state)` works
+and `==` compares by value. The same check guards model data: call inputs and finish
+results (`plain_data_problem`).
 
 What this module makes is marked as owned (`OwnedDict`, `OwnedTuple`) and reused as is
 when it reappears in a later state, so a commit never walks or copies the unchanged parts
@@ -16,6 +18,7 @@ import math
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._quote import quote, type_name
 from tubeless.errors import AgentDefinitionError, AgentError
 
 
@@ -31,13 +34,37 @@ class OwnedTuple(tuple[Any, ...]):
     __slots__ = ()
 
 
+PLAIN_DEPTH_LIMIT = 64
+"""At most this many nested containers (the outermost counts as one) in plain data.
+
+Deep enough for any real state or tool input, and shallow enough that walking, copying,
+validating and encoding such a value never nears Python's recursion limit.
+"""
+
+_PATH_SHOWN = 8
+"""At most this many steps of a path appear in a message (first and last four)."""
+
+
 class _NotPlainError(ValueError):
     """Why a value is not plain data, and where."""
 
 
 def _where(path: tuple[str | int, ...]) -> str:
-    text = "".join(f"[{part!r}]" for part in path)
-    return text or "the root"
+    def step(part: str | int) -> str:
+        return f"[{quote(part, 32)}]"
+
+    if len(path) > _PATH_SHOWN:
+        half = _PATH_SHOWN // 2
+        hidden = len(path) - _PATH_SHOWN
+        head, tail = "".join(map(step, path[:half])), "".join(map(step, path[-half:]))
+        return f"{head}…({hidden} more)…{tail}"
+    return "".join(map(step, path)) or "the root"
+
+
+def _key_text(key: object) -> str:
+    if key is None or type(key) in (bool, int, float):
+        return f"key {quote(key)}"
+    return f"a key of type {type_name(key)}"
 
 
 _KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
@@ -56,10 +83,14 @@ def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_k
         return _freeze_mapping(value, path, ancestors, sort_keys)
     if kind is list or kind is tuple:
         return _freeze_sequence(value, path, ancestors, sort_keys)
-    raise _NotPlainError(f"{kind.__name__} is not plain data at {_where(path)}")
+    raise _NotPlainError(f"{type_name(value)} is not plain data at {_where(path)}")
 
 
 def _enter(value: Any, path: tuple[str | int, ...], ancestors: set[int]) -> None:
+    if len(path) >= PLAIN_DEPTH_LIMIT:
+        raise _NotPlainError(
+            f"nested too deeply (more than {PLAIN_DEPTH_LIMIT} levels) at {_where(path)}"
+        )
     if id(value) in ancestors:
         raise _NotPlainError(f"cycle at {_where(path)}")
     ancestors.add(id(value))
@@ -72,7 +103,7 @@ def _freeze_mapping(
     keys = list(value)
     for key in keys:
         if type(key) is not str:
-            raise _NotPlainError(f"key {key!r} is not a string at {_where(path)}")
+            raise _NotPlainError(f"{_key_text(key)} is not a string at {_where(path)}")
     if sort_keys:
         keys.sort()
     # Kept values (most of a state that grows) skip the call and its path tuple.
@@ -103,6 +134,21 @@ def _freeze_sequence(
     )
     ancestors.discard(id(value))
     return items
+
+
+def plain_data_problem(value: Any) -> str | None:
+    """Return why `value` is not plain data (and where), or `None` when it is.
+
+    The value is walked as `own_state` walks it (nothing is kept), so every boundary that
+    takes model data applies the one rule state follows.
+    """
+    try:
+        _freeze(value, (), set(), False)
+    except _NotPlainError as reason:
+        return str(reason)
+    except RecursionError:
+        return "nested too deeply"
+    return None
 
 
 def own_state(value: Any) -> Any:

@@ -17,6 +17,10 @@ from tubeless.schema import Schema, as_schema
 
 DESCRIPTION_LIMIT = 4096
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
+TOOL_NAME_RULE = (
+    "letters, digits, '_' and '-', starting with a letter, at most 128 characters"
+)
+"""`TOOL_NAME` in words, for messages."""
 
 ToolHandler = Callable[[Any, ToolContext], Any]
 
@@ -71,13 +75,11 @@ def tool_spec(tool: object) -> _ToolSpec:
 
 
 def _schema(value: object, label: str) -> Schema:
+    """Compile a schema argument; the error names what is wrong (kind, or schema path)."""
     try:
         return as_schema(value, label=label)
     except SchemaDefinitionError as error:
-        raise AgentDefinitionError(
-            f"{label} requires a schema validator: a JSON Schema dict, a pydantic model or "
-            "TypeAdapter, or an object with validate()"
-        ) from error
+        raise AgentDefinitionError(str(error)) from error
 
 
 def input_descriptor(schema: Schema, explicit: object, label: str) -> FrozenDict:

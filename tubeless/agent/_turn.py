@@ -9,10 +9,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._quote import quote
 from tubeless.agent._context import DecisionContext
 from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._limits import AgentLimits
-from tubeless.agent._state import own_state
+from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
 from tubeless.errors import AgentError, AgentLimitError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
@@ -151,6 +152,7 @@ class DecideStep:
                 },
             )
         if not isinstance(decision, ContinueDecision):
+            _require_plain(decision.result, "Agent finish result")
             result = validate_boundary(
                 runtime.result_schema, decision.result, "Agent finish result"
             )
@@ -177,8 +179,10 @@ class DecideStep:
         for call in decision.calls:
             if call.tool not in runtime.tools:
                 raise AgentError(
-                    f"Unknown agent tool: {call.tool}", code="TUBELESS_AGENT_INVALID_DECISION"
+                    f"Unknown agent tool: {quote(call.tool)}",
+                    code="TUBELESS_AGENT_INVALID_DECISION",
                 )
+            _require_plain(call.input, f"Agent call {quote(call.id)} input")
         prepared = []
         for call in decision.calls:
             raise_if_cancelled(context.signal)
@@ -195,6 +199,15 @@ class DecideStep:
                 )
             prepared.append(PreparedCall(call.id, call.tool, value, plan))
         return tuple(prepared)
+
+
+def _require_plain(value: Any, label: str) -> None:
+    """Refuse model data that is not plain JSON data, before any schema sees it."""
+    problem = plain_data_problem(value)
+    if problem is not None:
+        raise AgentError(
+            f"{label} must be plain JSON data: {problem}", code="TUBELESS_AGENT_INVALID_DECISION"
+        )
 
 
 class ReduceStep:
