@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
+from tubeless._quote import QUOTE_LIMIT, quote
+
 ErrorPhase = Literal["definition", "planning", "execution", "finalization"]
 ErrorKind = Literal[
     "definition", "selection", "step", "validation", "cancellation", "child", "finalization"
@@ -95,10 +97,21 @@ class Issue:
         return {"message": self.message, "path": list(self.path)}
 
     def render(self) -> str:
-        """Return `a.b.0: message`, or the bare message for the root."""
+        """Return `a.b.0: message`, or the bare message for the root.
+
+        A path part that is long or not printable (a key from model data, say) shows as
+        a bounded, escaped quote.
+        """
         if not self.path:
             return self.message
-        return ".".join(str(part) for part in self.path) + ": " + self.message
+        return ".".join(_path_part(part) for part in self.path) + ": " + self.message
+
+
+def _path_part(part: str | int) -> str:
+    text = str(part) if type(part) in (int, str) else quote(part)
+    if len(text) <= QUOTE_LIMIT and text.isprintable() and "." not in text:
+        return text
+    return quote(part)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,6 +7,8 @@ message that names such a value goes through `quote`, so it stays short and prin
 
 from __future__ import annotations
 
+import contextlib
+
 __all__ = ["QUOTE_LIMIT", "quote", "quote_list", "type_name"]
 
 QUOTE_LIMIT = 64
@@ -49,10 +51,8 @@ def type_name(value: object) -> str:
 def quote_list(values: object, limit: int = QUOTE_LIMIT) -> str:
     """Return `quote` of the first few of `values` (sorted when they sort), comma-separated."""
     items = list(values)  # type: ignore[call-overload]
-    try:
+    with contextlib.suppress(Exception):  # unorderable keys stay in their given order
         items.sort()
-    except Exception:  # mixed or unorderable keys stay in their given order
-        pass
     shown = ", ".join(quote(item, limit) for item in items[:_LISTED])
     hidden = len(items) - _LISTED
     return shown if hidden <= 0 else f"{shown} and {hidden} more"

@@ -90,7 +90,9 @@ def test_the_agent_runs_end_to_end() -> None:
 
 def test_the_input_schema_is_checked_first() -> None:
     """With every field wrong, the agent input schema error wins."""
-    with pytest.raises(AgentDefinitionError, match="Agent input requires a schema: a JSON Schema dict"):
+    with pytest.raises(
+        AgentDefinitionError, match="Agent input requires a schema: a JSON Schema dict"
+    ):
         define_agent(**_fields(input_schema=1, initial_state=None, decide=None, limits={"bad": 1}))
 
 
@@ -119,7 +121,9 @@ def test_limits_are_checked_before_the_result_schema() -> None:
 
 def test_the_result_needs_a_schema_and_a_descriptor() -> None:
     """The result schema must be a validator with a converter or an explicit descriptor."""
-    with pytest.raises(AgentDefinitionError, match="Agent result requires a schema: a JSON Schema dict"):
+    with pytest.raises(
+        AgentDefinitionError, match="Agent result requires a schema: a JSON Schema dict"
+    ):
         define_agent(**_fields(result_schema=2))
     with pytest.raises(AgentDefinitionError, match="descriptor") as raised:
         define_agent(**_fields(result_schema=_NoDescriptor(), tools={"x": object()}))

@@ -84,7 +84,9 @@ def test_description_is_checked_before_everything_else() -> None:
 
 def test_output_schema_is_checked_second() -> None:
     """After the description, a non-schema output fails before the handler is looked at."""
-    with pytest.raises(AgentDefinitionError, match="Tool output requires a schema: a JSON Schema dict"):
+    with pytest.raises(
+        AgentDefinitionError, match="Tool output requires a schema: a JSON Schema dict"
+    ):
         define_tool(description="ok", input_schema=1, output_schema=2, run=3)  # type: ignore[arg-type]
 
 
@@ -106,7 +108,9 @@ def test_valid_dry_run_policies_are_accepted(dry_run: Any) -> None:
 
 def test_input_schema_is_checked_last() -> None:
     """With description, output and handler fine, a non-schema input is reported."""
-    with pytest.raises(AgentDefinitionError, match="Tool input requires a schema: a JSON Schema dict"):
+    with pytest.raises(
+        AgentDefinitionError, match="Tool input requires a schema: a JSON Schema dict"
+    ):
         define_tool(description="ok", input_schema=1, output_schema=TEXT, run=_run)
 
 

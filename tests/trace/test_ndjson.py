@@ -193,14 +193,15 @@ def test_a_directory_is_not_a_trace(tmp_path: Path) -> None:
 
 def test_a_line_over_one_mebibyte_is_refused(tmp_path: Path, make_record: MakeRecord) -> None:
     """A line of exactly 1 MiB is read; one byte more is refused by line number."""
-    record = make_record("pipeline.log")
-    record["payload"]["message"] = ""
+    record = make_record("step.artifact")
+    metadata = record["payload"]["artifact"]["metadata"]
+    metadata["pad"] = ""
     padding = 1024 * 1024 - len(_line(record).encode())
-    record["payload"]["message"] = "m" * padding
+    metadata["pad"] = "m" * padding
     path = tmp_path / "trace.ndjson"
     path.write_text(_line(record) + "\r\n")
     assert read_ndjson(path) == [record]
-    record["payload"]["message"] += "m"
+    metadata["pad"] += "m"
     path.write_text("\n" + _line(record) + "\n")
     with pytest.raises(TraceStoreError, match="line 2 exceeds the 1048576-byte line limit"):
         read_ndjson(path)

@@ -62,9 +62,7 @@ def _registered_tools(agent_id: str, tools: object) -> dict[str, Any]:
     specs = {}
     for name in names:
         if type(name) is not str or not TOOL_NAME.fullmatch(name):
-            raise AgentDefinitionError(
-                f"Invalid tool name: {quote(name)} (use {TOOL_NAME_RULE})"
-            )
+            raise AgentDefinitionError(f"Invalid tool name: {quote(name)} (use {TOOL_NAME_RULE})")
         try:
             specs[name] = tool_spec(tools[name])
         except KeyError:
@@ -79,9 +77,7 @@ def _check_texts(**arguments: object) -> None:
     """
     for argument, value in arguments.items():
         if argument == "id" and type(value) is not str:
-            raise AgentDefinitionError(
-                f"Agent id must be a string, got {type_name(value)}"
-            )
+            raise AgentDefinitionError(f"Agent id must be a string, got {type_name(value)}")
         if value is not None and type(value) is not str:
             raise AgentDefinitionError(
                 f"Agent {argument} must be a string or None, got {type_name(value)}"

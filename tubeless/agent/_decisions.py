@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeGuard
 
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, quote_list, type_name
@@ -52,7 +52,7 @@ def _keys_text(keys: object) -> str:
     return quote_list(keys)
 
 
-def _is_text(value: object) -> bool:
+def _is_text(value: object) -> TypeGuard[str]:
     """Whether `value` is exactly a `str`: a subclass may compare, hash or print oddly."""
     return type(value) is str
 

@@ -17,9 +17,7 @@ from tubeless.schema import Schema, as_schema
 
 DESCRIPTION_LIMIT = 4096
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
-TOOL_NAME_RULE = (
-    "letters, digits, '_' and '-', starting with a letter, at most 128 characters"
-)
+TOOL_NAME_RULE = "letters, digits, '_' and '-', starting with a letter, at most 128 characters"
 """`TOOL_NAME` in words, for messages."""
 
 ToolHandler = Callable[[Any, ToolContext], Any]

@@ -15,8 +15,9 @@ from typing import Any
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
-from tubeless.trace._rules import json_bytes
-from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
+from tubeless.trace._bounds import bounded_text
+from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, TRACE_MESSAGE_LIMIT, json_bytes
+from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT, TRACE_STRING_LIMIT
 
 _LOGGER = logging.getLogger("tubeless")
 
@@ -137,7 +138,8 @@ class StepLogger:
                 fields["stepId"] = self._step_id
             if self._attempt_id is not None:
                 fields["attemptId"] = self._attempt_id
-            observer.emit("pipeline.log", {"level": level, "message": text}, **fields)
+            message = bounded_text(text, TRACE_MESSAGE_LIMIT)
+            observer.emit("pipeline.log", {"level": level, "message": message}, **fields)
         base: PipelineLogger = self._scope.log
         {"log": base.info, "warn": base.warning, "error": base.error}[level](text)
 
@@ -375,7 +377,7 @@ def progress_payload(
     if message is not None:
         if not isinstance(message, str):
             raise TypeError("progress message must be a string")
-        progress["message"] = message
+        progress["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
     if details is not None:
         rows = [_detail_row(row) for row in details]
         progress["details"] = _bounded_details(rows)
@@ -383,22 +385,30 @@ def progress_payload(
     return progress
 
 
+def _attribute(key: object, value: object) -> str | bool | int | float:
+    if not isinstance(key, str) or len(key) > 256:
+        raise TypeError("report_attempt attribute names must be strings of at most 256 characters")
+    if isinstance(value, str):
+        return bounded_text(value, TRACE_STRING_LIMIT)
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
+        return value
+    raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
+
+
 def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> dict[str, Any]:
-    """Build the wire payload of `step.attempted`, checking attempt and attributes."""
+    """Build the wire payload of `step.attempted`, checking attempt and attributes.
+
+    Strings are cut to 4096 characters; names may hold 256, and at most 128 attributes.
+    """
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
         raise TypeError("report_attempt attempt must be a positive integer")
-    clean: dict[str, Any] = {}
-    for key, value in (attributes or {}).items():
-        if value is None:
-            continue
-        if not isinstance(key, str):
-            raise TypeError("report_attempt attribute names must be strings")
-        if isinstance(value, (str, bool)) or (
-            isinstance(value, (int, float)) and math.isfinite(value)
-        ):
-            clean[key] = value
-            continue
-        raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
+    clean = {
+        key: _attribute(key, value)
+        for key, value in (attributes or {}).items()
+        if value is not None
+    }
+    if len(clean) > TRACE_ATTRIBUTE_LIMIT:
+        raise TypeError(f"report_attempt takes at most {TRACE_ATTRIBUTE_LIMIT} attributes")
     return {"attempt": attempt, "attributes": clean}
 
 

@@ -19,6 +19,8 @@ from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
 from tubeless.pipeline._report import StepReport, StepStatus
 from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
 from tubeless.schema import validate_boundary
+from tubeless.trace._bounds import bounded_error, bounded_text
+from tubeless.trace._rules import TRACE_MESSAGE_LIMIT
 
 _UNPUBLISHED: Any = object()
 
@@ -358,29 +360,18 @@ def terminal_record(report: StepReport) -> tuple[str, dict[str, Any], dict[str, 
         if report.dependency_id is not None:
             payload["dependencyId"] = report.dependency_id
         if report.message is not None:
-            payload["message"] = report.message
+            payload["message"] = bounded_text(report.message, TRACE_MESSAGE_LIMIT)
     if report.error is not None:
         fields["error"] = trace_error(report.error)
     return _RECORD_NAMES[report.status], payload, fields
 
 
 def trace_error(error: Diagnostic) -> dict[str, Any]:
-    """The error's wire form bounded to the trace limits (128 issues, 4096-char strings).
+    """The error's wire form bounded to the trace limits (see `bounded_error`).
 
     The step id is left out: a trace record names its step at the top level, and the trace
     schema refuses `stepId` inside `error`.
     """
     out = error.to_dict()
     out.pop("stepId", None)
-    issues = out.get("issues")
-    if issues is not None:
-        out["issues"] = [_bounded_issue(issue) for issue in issues[:128]]
-    return out
-
-
-def _bounded_issue(issue: dict[str, Any]) -> dict[str, Any]:
-    bounded = {"message": issue["message"][:4096] or "Invalid value"}
-    path = issue.get("path")
-    if path:
-        bounded["path"] = [part[:4096] if isinstance(part, str) else part for part in path[:128]]
-    return bounded
+    return bounded_error(out)

@@ -7,6 +7,9 @@ from typing import Any
 
 from tubeless.errors import SchemaIssues, SchemaValidationError
 
+_RENDERED_ISSUES = 16
+"""At most this many issues are worded in a boundary's message (all are kept in `issues`)."""
+
 
 class Schema(abc.ABC):
     """A compiled schema: checks (and may transform) values, and may describe its input.
@@ -53,7 +56,9 @@ def validate_boundary(schema: Schema, value: Any, boundary: str) -> Any:
         return schema.validate(value)
     except SchemaIssues as error:
         issues = error.issues
-        rendered = "; ".join(issue.render() for issue in issues)
+        rendered = "; ".join(issue.render() for issue in issues[:_RENDERED_ISSUES])
+        if len(issues) > _RENDERED_ISSUES:
+            rendered += f"; and {len(issues) - _RENDERED_ISSUES} more issues"
         raise SchemaValidationError(
             f"{boundary} validation failed: {rendered}", boundary=boundary, issues=issues
         ) from None

@@ -14,6 +14,8 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
+from tubeless._quote import quote
+
 __all__ = ["error_messages"]
 
 _LISTED = 10
@@ -106,7 +108,7 @@ def _under_property_names(schema_path: Iterable[object]) -> bool:
 
 
 def _listing(values: Iterable[object]) -> str:
-    shown = [repr(value) for value in values]
+    shown = [quote(value) for value in values]
     if len(shown) > _LISTED:
         return ", ".join(shown[:_LISTED]) + ", …"
     return ", ".join(shown)

@@ -11,9 +11,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "TRACE_ATTRIBUTE_LIMIT",
     "TRACE_CAUSE_DEPTH_LIMIT",
     "TRACE_DETAIL_BYTE_LIMIT",
     "TRACE_FAN_OUT_CAUSE_DEPTH_LIMIT",
+    "TRACE_MESSAGE_LIMIT",
+    "TRACE_RECORD_BYTE_LIMIT",
     "TRACE_SNAPSHOT_BYTE_LIMIT",
     "json_bytes",
     "record_problem",
@@ -28,6 +31,13 @@ TRACE_CAUSE_DEPTH_LIMIT = 16
 TRACE_FAN_OUT_CAUSE_DEPTH_LIMIT = 9
 """At most this many links in a cause chain inside fan-out diagnostics."""
 
+TRACE_RECORD_BYTE_LIMIT = 1024 * 1024
+"""At most this many bytes of compact UTF-8 JSON for a whole record: one NDJSON line."""
+TRACE_MESSAGE_LIMIT = 16384
+"""At most this many characters in a message (error, cause, log, progress, skip)."""
+TRACE_ATTRIBUTE_LIMIT = 128
+"""At most this many attributes in a `step.attempted` record."""
+
 Problem = tuple[str, str]
 Record = Mapping[str, Any]
 
@@ -38,6 +48,28 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 def json_bytes(value: object) -> int:
     """The size of `value` as compact UTF-8 JSON, the measure of the byte limits."""
     return len(_encode(value).encode("utf-8"))
+
+
+def _size_problem(record: Record) -> Problem | None:
+    try:
+        text = _encode(record)
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "$", "holds a lone surrogate, which is not UTF-8 text"
+    except ValueError as error:  # an integer too long to write, say
+        return "$", f"cannot be written as JSON ({type(error).__name__})"
+    if size > TRACE_RECORD_BYTE_LIMIT:
+        limit = TRACE_RECORD_BYTE_LIMIT
+        return "$", f"{size} bytes of JSON exceed the {limit}-byte record limit"
+    return None
+
+
+def _attempted_problem(record: Record) -> Problem | None:
+    count = len(record["payload"]["attributes"])
+    if count > TRACE_ATTRIBUTE_LIMIT:
+        path = "$.payload.attributes"
+        return path, f"{count} attributes exceed the limit of {TRACE_ATTRIBUTE_LIMIT}"
+    return None
 
 
 def _chain_length(cause: Mapping[str, Any]) -> int:
@@ -159,6 +191,7 @@ _KIND_RULES: Mapping[str, Callable[[Record], Problem | None]] = {
     "pipeline.started": _started_problem,
     "step.planned": _planned_problem,
     "step.running": _running_problem,
+    "step.attempted": _attempted_problem,
     "step.failed": _error_problem,
     "step.cancelled": _error_problem,
     "pipeline.finalize.failed": _error_problem,
@@ -167,9 +200,14 @@ _KIND_RULES: Mapping[str, Callable[[Record], Problem | None]] = {
 
 
 def record_problem(record: Record) -> Problem | None:
-    """Return the first rule `record` breaks (it already matches its schema), or `None`."""
+    """Return the first rule `record` breaks (it already matches its schema), or `None`.
+
+    The last rule is the size of the whole record as compact UTF-8 JSON, so a valid
+    record always fits one NDJSON line that the reader accepts.
+    """
     problem = _relation_problem(record)
     if problem is not None:
         return problem
     rule = _KIND_RULES.get(record["name"])
-    return None if rule is None else rule(record)
+    problem = None if rule is None else rule(record)
+    return problem if problem is not None else _size_problem(record)
