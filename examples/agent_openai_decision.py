@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from tubeless import DecisionContext
@@ -124,7 +124,8 @@ def openai_decision(state: Mapping[str, Any], context: DecisionContext) -> dict[
         raise OpenAIDecisionError("OPENAI_API_KEY is required for the OpenAI agent example")
     base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     status, content = _send(f"{base_url.rstrip('/')}/responses", body, api_key, context)
-    return decision_from_response(status, content)
+    tools = {capability["name"] for capability in context.capabilities}
+    return decision_from_response(status, content, tools=tools)
 
 
 def _send(url: str, body: bytes, api_key: str, context: DecisionContext) -> tuple[int, bytes]:
@@ -187,8 +188,17 @@ def _strict_json(data: bytes | str) -> Any:
         return _INVALID
 
 
-def decision_from_response(status: int, content: bytes) -> dict[str, Any]:
+def decision_from_response(
+    status: int, content: bytes, *, tools: Collection[str] | None = None
+) -> dict[str, Any]:
     """Map a Responses API answer to a tubeless decision.
+
+    Args:
+        status: the HTTP status.
+        content: the response body.
+        tools: the registered tool names; a function call naming anything else (or
+            `_finish`) is refused here, with a fixed message, so the provider's text
+            never reaches an error. `None` leaves names to tubeless.
 
     Raises:
         OpenAIDecisionError: with a fixed message for each way the answer can be unusable.
@@ -210,6 +220,8 @@ def decision_from_response(status: int, content: bytes) -> dict[str, Any]:
     calls = [call for call in map(_function_call, body["output"]) if call is not None]
     if not calls:
         raise OpenAIDecisionError("OpenAI returned no function calls")
+    if tools is not None and any(name != FINISH and name not in tools for _, name, _ in calls):
+        raise OpenAIDecisionError("OpenAI called a function that is not a registered tool")
     if any(name == FINISH for _, name, _ in calls):
         if len(calls) != 1:
             raise OpenAIDecisionError("OpenAI must finish without other calls")

@@ -26,6 +26,12 @@ Exceptions (each carries a `code` string unless noted)::
         ├── SchemaIssues               raised by validators: the value has `.issues` (no code)
         └── SchemaValidationError      a boundary rejected a value; `.issues`, `.boundary`
 
+Warnings (issued with `warnings.warn`, never raised by tubeless)::
+
+    UserWarning
+    └── TubelessWarning                base of every tubeless warning
+        └── TornTraceWarning           a trace's last line was cut short and skipped
+
 Records (frozen dataclasses with `to_dict()` giving the wire JSON):
 
 - `Diagnostic`: one diagnostic in a plan, a run report or a trace record;
@@ -89,10 +95,12 @@ __all__ = [
     "SchemaIssues",
     "SchemaValidationError",
     "ToolError",
+    "TornTraceWarning",
     "TraceRecordError",
     "TraceSinkError",
     "TraceStoreError",
     "TubelessError",
+    "TubelessWarning",
     "format_diagnostic",
     "is_pipeline_error_code",
     "normalize_cause",
@@ -380,3 +388,15 @@ class SchemaValidationError(ValueError):
         super().__init__(message)
         self.boundary = boundary
         self.issues = tuple(issues)
+
+
+class TubelessWarning(UserWarning):
+    """Base of every warning tubeless issues; filter on it to silence or raise them all."""
+
+
+class TornTraceWarning(TubelessWarning):
+    """`read_ndjson(..., tolerate_torn_tail=True)` skipped a last line cut short.
+
+    A writer stopped mid-line (killed, out of disk) leaves an unfinished last line; the
+    message says how many records were read before it.
+    """

@@ -266,14 +266,14 @@ INADMISSIBLE = [
     ),
     pytest.param(
         completed(call("unknown", {"input": "red"})),
-        "Unknown agent tool: unknown",
+        "OpenAI called a function that is not a registered tool",
         id="unknown-tool",
     ),
     pytest.param(
         completed(
             call("uppercase", {"input": "red"}, "same"), call("count", {"input": "red"}, "same")
         ),
-        "Duplicate agent call id: same",
+        "Duplicate agent call id: 'same'",
         id="duplicate-id",
     ),
     pytest.param(

@@ -5,12 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._workbench_parser import DEFAULT_STORE
-from tubeless.errors import CliLoadError, CliUsageError, TraceSinkError, TraceStoreError
+from tubeless.errors import (
+    CliLoadError,
+    CliUsageError,
+    TornTraceWarning,
+    TraceSinkError,
+    TraceStoreError,
+)
 
 __all__ = ["run_history"]
 
@@ -23,7 +30,11 @@ def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any
         path = cwd / arguments.trace
         if not path.exists():
             raise CliLoadError(f"Trace file not found at {path}")
-        rows = list(enumerate(read_ndjson(path)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TornTraceWarning)
+            rows = list(enumerate(read_ndjson(path, tolerate_torn_tail=True)))
+        for warning in caught:
+            sys.stderr.write(f"warning: {warning.message}\n")
         if arguments.run_id is not None:
             rows = [
                 (row_id, record) for row_id, record in rows if record["runId"] == arguments.run_id

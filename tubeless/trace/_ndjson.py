@@ -6,11 +6,13 @@ import json
 import os
 import stat
 import threading
+import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
 from tubeless.trace._wire import validate_record
 
 __all__ = [
@@ -23,8 +25,11 @@ __all__ = [
 
 NDJSON_FILE_BYTE_LIMIT = 64 * 1024 * 1024
 """`read_ndjson` refuses files larger than this many bytes."""
-NDJSON_LINE_BYTE_LIMIT = 1024 * 1024
-"""`read_ndjson` refuses lines longer than this many bytes (line ending excluded)."""
+NDJSON_LINE_BYTE_LIMIT = TRACE_RECORD_BYTE_LIMIT
+"""`read_ndjson` refuses lines longer than this many bytes (line ending excluded).
+
+It is the record limit of the trace rules, so every record the writer accepts reads back.
+"""
 NDJSON_RECORD_LIMIT = 100_000
 """`read_ndjson` refuses files holding more records than this."""
 
@@ -175,12 +180,20 @@ def _parse_line(line: bytes) -> dict[str, Any]:
     return record  # type: ignore[no-any-return]
 
 
-def read_ndjson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_ndjson(
+    path: str | os.PathLike[str], *, tolerate_torn_tail: bool = False
+) -> list[dict[str, Any]]:
     """Read and validate a whole NDJSON trace, in file order.
 
     Blank lines (spaces and tabs only) are skipped and a `\\r` before a line's newline is
     tolerated. The file may hold at most 64 MiB, each line at most 1 MiB, and at most
     100,000 records.
+
+    Args:
+        path: the trace file.
+        tolerate_torn_tail: when true, a last line without its newline that is not a
+            valid record (a writer stopped mid-line) is skipped with a `TornTraceWarning`
+            saying how many records were read; every other bad line still fails.
 
     Raises:
         TraceStoreError: when the file is missing or too large, or a line is too long, not
@@ -188,20 +201,40 @@ def read_ndjson(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """
     source = Path(path)
     data = _read_limited(source)
+    lines = data.split(b"\n")
     records: list[dict[str, Any]] = []
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if len(line) > NDJSON_LINE_BYTE_LIMIT:
-            limit = NDJSON_LINE_BYTE_LIMIT
-            raise TraceStoreError(f"{source} line {number} exceeds the {limit}-byte line limit")
-        if not line.strip(b" \t"):
-            continue
-        if len(records) >= NDJSON_RECORD_LIMIT:
-            limit = NDJSON_RECORD_LIMIT
-            raise TraceStoreError(f"{source} line {number}: more than {limit} records")
+    for number, line in enumerate(lines, start=1):
         try:
-            records.append(_parse_line(line))
-        except ValueError as error:
-            raise TraceStoreError(f"{source} line {number} {error}") from None
+            record = _record_of(source, number, line, len(records))
+        except TraceStoreError:
+            torn = tolerate_torn_tail and number == len(lines) and bool(line)
+            if not torn:
+                raise
+            warnings.warn(
+                f"{source} ends with a torn line {number} (no newline), skipped; "
+                f"read {len(records)} records",
+                TornTraceWarning,
+                stacklevel=2,
+            )
+            break
+        if record is not None:
+            records.append(record)
     return records
+
+
+def _record_of(source: Path, number: int, line: bytes, count: int) -> dict[str, Any] | None:
+    """The record on line `number`, or `None` for a blank line."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if len(line) > NDJSON_LINE_BYTE_LIMIT:
+        limit = NDJSON_LINE_BYTE_LIMIT
+        raise TraceStoreError(f"{source} line {number} exceeds the {limit}-byte line limit")
+    if not line.strip(b" \t"):
+        return None
+    if count >= NDJSON_RECORD_LIMIT:
+        limit = NDJSON_RECORD_LIMIT
+        raise TraceStoreError(f"{source} line {number}: more than {limit} records")
+    try:
+        return _parse_line(line)
+    except ValueError as error:
+        raise TraceStoreError(f"{source} line {number} {error}") from None
