@@ -38,7 +38,7 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
             text = ""
         if 0 < len(text) <= limit:
             return text
-        return f"a {type(value).__name__} of {len(text) or 'many'} characters"
+        return f"an int of {value.bit_length()} bits"  # type: ignore[union-attr]
     return f"a value of type {type_name(value)}"
 
 
