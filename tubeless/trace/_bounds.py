@@ -23,8 +23,11 @@ TRACE_ERROR_BYTE_BUDGET = 512 * 1024
 """An error object is cut to at most this many bytes of JSON: half a record."""
 
 _STRING_LIMIT = 4096
+_CAUSE_STRING_LIMIT = 2048
 _FAN_OUT_STRING_LIMIT = 1024
 _LIST_LIMIT = 128
+_PATH_PART_LIMIT = 256
+_PATH_LIMIT = 32
 
 
 def bounded_text(text: str, limit: int) -> str:
@@ -55,8 +58,8 @@ def _bounded_issue(issue: Mapping[str, Any]) -> dict[str, Any]:
     path = issue.get("path")
     if path:
         bounded["path"] = [
-            bounded_text(part, _STRING_LIMIT) if isinstance(part, str) else part
-            for part in path[:_LIST_LIMIT]
+            bounded_text(part, _PATH_PART_LIMIT) if isinstance(part, str) else part
+            for part in path[:_PATH_LIMIT]
         ]
     return bounded
 
@@ -77,28 +80,48 @@ def _bounded_fan_out(fan_out: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _fitting(items: list[dict[str, Any]], room: int) -> tuple[list[dict[str, Any]], int]:
+    """The leading `items` whose JSON fits in `room` bytes, and the room left."""
+    kept = []
+    for item in items:
+        size = json_bytes(item) + 1  # and its comma
+        if size > room:
+            break
+        kept.append(item)
+        room -= size
+    return kept, room
+
+
 def _fit(out: dict[str, Any]) -> None:
-    """Drop issues, then fan-out failures, then the cause, until `out` fits the budget."""
-    size = json_bytes(out)
-    issues = out.get("issues")
-    while issues and size > TRACE_ERROR_BYTE_BUDGET:
-        size -= json_bytes(issues.pop()) + 1
-    fan_out = out.get("fanOut")
-    failures = [] if fan_out is None else fan_out["failures"]
-    while failures and size > TRACE_ERROR_BYTE_BUDGET:
-        size -= json_bytes(failures.pop()) + 1
-        fan_out["omittedFailureCount"] += 1  # type: ignore[index]
-    if size > TRACE_ERROR_BYTE_BUDGET:
+    """Keep the issues, then the fan-out failures, that fit the budget; else drop the cause.
+
+    Each part is measured once, so cutting a huge error costs about the budget, not the
+    error's size.
+    """
+    issues, fan_out = out.pop("issues", None), out.pop("fanOut", None)
+    room = TRACE_ERROR_BYTE_BUDGET - json_bytes(out)
+    if room < 0:
         out.pop("cause", None)
+        room = TRACE_ERROR_BYTE_BUDGET - json_bytes(out)
+    if issues is not None:
+        out["issues"], room = _fitting(issues, room - len(',"issues":[]'))
+    if fan_out is not None:
+        failures = fan_out["failures"]
+        kept, room = _fitting(failures, room - json_bytes({**fan_out, "failures": []}))
+        fan_out["failures"] = kept
+        fan_out["omittedFailureCount"] += len(failures) - len(kept)
+        out["fanOut"] = fan_out
 
 
 def bounded_error(error: Mapping[str, Any]) -> dict[str, Any]:
     """Return the wire form of an error cut to the trace limits and the error budget.
 
-    Messages keep at most 16384 characters, causes 16 links of 4096-character messages,
-    issues 128 of 4096-character messages and paths; fan-out strings 1024 characters.
-    When the whole is still over `TRACE_ERROR_BYTE_BUDGET` bytes, issues and then fan-out
-    failures are dropped from the end (counted in `omittedFailureCount`), then the cause.
+    Messages keep at most 16384 characters, causes 16 links of 2048-character messages,
+    issues 128 of 4096-character messages with paths of 32 parts of 256 characters;
+    fan-out strings 1024 characters. Within `TRACE_ERROR_BYTE_BUDGET` bytes, the message
+    and cause come first (the cause is dropped if even they do not fit), then as many
+    issues as fit, then as many fan-out failures (the rest counted in
+    `omittedFailureCount`).
     """
     out = dict(error)
     out["message"] = bounded_text(error.get("message", ""), TRACE_MESSAGE_LIMIT)
@@ -107,7 +130,9 @@ def bounded_error(error: Mapping[str, Any]) -> dict[str, Any]:
     if "sourceCode" in error:
         out["sourceCode"] = bounded_text(error["sourceCode"], _STRING_LIMIT)
     if "cause" in error:
-        out["cause"] = _bounded_cause(error["cause"], TRACE_CAUSE_DEPTH_LIMIT, _STRING_LIMIT)
+        out["cause"] = _bounded_cause(
+            error["cause"], TRACE_CAUSE_DEPTH_LIMIT, _CAUSE_STRING_LIMIT
+        )
     if error.get("issues") is not None:
         out["issues"] = [_bounded_issue(issue) for issue in error["issues"][:_LIST_LIMIT]]
     if error.get("fanOut") is not None:

@@ -202,12 +202,11 @@ _KIND_RULES: Mapping[str, Callable[[Record], Problem | None]] = {
 def record_problem(record: Record) -> Problem | None:
     """Return the first rule `record` breaks (it already matches its schema), or `None`.
 
-    The last rule is the size of the whole record as compact UTF-8 JSON, so a valid
-    record always fits one NDJSON line that the reader accepts.
+    The size of the whole record as compact UTF-8 JSON is checked before the rules of its
+    kind, so a valid record always fits one NDJSON line that the reader accepts.
     """
-    problem = _relation_problem(record)
+    problem = _relation_problem(record) or _size_problem(record)
     if problem is not None:
         return problem
     rule = _KIND_RULES.get(record["name"])
-    problem = None if rule is None else rule(record)
-    return problem if problem is not None else _size_problem(record)
+    return None if rule is None else rule(record)

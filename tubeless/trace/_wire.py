@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
+from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema._compiled import SchemaChecker, compile_checker
 from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem
@@ -131,7 +132,7 @@ def _checker_for(
         return checker
     if not isinstance(name, str) or name not in TRACE_RECORD_NAMES:
         raise TraceRecordError(
-            f"Invalid trace record at $.name: {name!r} is not a trace record name"
+            f"Invalid trace record at $.name: {quote(name)} is not a trace record name"
         )
     document = _variant_schema(payload_checked, own_fields)
     # Compiling twice under a race is harmless; setdefault keeps one.
@@ -165,6 +166,13 @@ def _shorten(message: str) -> str:
     if len(message) <= _MESSAGE_LIMIT:
         return message
     return message[: _MESSAGE_LIMIT - 120] + " ... " + message[-100:]
+
+
+def _first_error(checker: SchemaChecker, record: Mapping[str, Any]) -> Any:
+    try:
+        return checker.first_error(record)
+    except ValueError:  # jsonschema's wording reprs the value: an int too long to print
+        return None
 
 
 class TraceRecord(dict[str, Any]):
@@ -227,7 +235,7 @@ def check_record(record: Mapping[str, Any], *, payload_checked: bool = False) ->
     checker = _checker_for(name, payload_checked)
     try:
         if not checker.is_valid(record):
-            violation = checker.first_error(record)
+            violation = _first_error(checker, record)
             path, message = (
                 ("$", "does not match the trace schema")
                 if violation is None

@@ -1,0 +1,245 @@
+"""Trace bounds: what the writer accepts always reads back, and a run never loses a record."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tubeless.errors import TraceRecordError
+from tubeless.pipeline import RunControls, create_steps, define_pipeline
+from tubeless.testing import RecordingLogger
+from tubeless.trace import NdjsonTraceSink, read_ndjson, validate_record
+from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
+from tubeless.trace._rules import TRACE_MESSAGE_LIMIT, TRACE_RECORD_BYTE_LIMIT, json_bytes
+
+MakeRecord = Callable[..., dict[str, Any]]
+KINDS = [
+    "pipeline.started",
+    "step.planned",
+    "step.running",
+    "step.attempted",
+    "step.artifact",
+    "pipeline.log",
+    "step.complete",
+    "step.skipped",
+    "step.failed",
+    "step.cancelled",
+    "pipeline.finalize.started",
+    "pipeline.finalize.completed",
+    "pipeline.finalize.failed",
+    "pipeline.completed",
+]
+FAST = settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+THOROUGH = settings(FAST, max_examples=400)
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    else:
+        yield path
+
+
+def _replace(record: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    target: Any = record
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+
+
+HOSTILE_STRINGS = st.one_of(
+    st.text(max_size=50),
+    st.builds(
+        lambda unit, count: unit * count,
+        st.sampled_from(["a", "\x00", "é", "🙂", "\ud800", "\n", '"\\']),
+        st.sampled_from([4096, 4097, 16385, 200_000, 1_100_000]),
+    ),
+)
+HOSTILE_VALUES = st.one_of(
+    HOSTILE_STRINGS,
+    st.sampled_from([10**5000, 2**64, -1, float("nan"), float("inf"), None, True]),
+    st.builds(lambda size: [0] * size, st.sampled_from([129, 300_000])),
+    st.builds(
+        lambda size: {f"k{i}": "v" * 100 for i in range(size)}, st.sampled_from([200, 20_000])
+    ),
+)
+
+
+def _write_then_read(record: dict[str, Any], valid: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "trace.ndjson"
+        with NdjsonTraceSink(path) as sink:
+            try:
+                sink.export(record)
+            except TraceRecordError:
+                written = []
+            else:
+                written = [record]
+            sink.export(valid)  # a refusal leaves the sink usable
+        assert read_ndjson(path) == [*written, valid]
+
+
+def _mutations(make_record: MakeRecord, data: st.DataObject) -> tuple[dict[str, Any], dict]:
+    kind = data.draw(st.sampled_from(KINDS))
+    record = make_record(kind)
+    valid = copy.deepcopy(record)
+    paths = list(_leaves(record))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        _replace(record, path, data.draw(HOSTILE_VALUES))
+    return record, valid
+
+
+@FAST
+@given(st.data())
+def test_a_mutated_record_is_written_and_read_back_or_refused_cleanly(
+    make_record: MakeRecord, data: st.DataObject
+) -> None:
+    """Huge, odd or unencodable fields: the writer either refuses or writes a readable line."""
+    _write_then_read(*_mutations(make_record, data))
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(st.data())
+def test_many_mutated_records_are_written_and_read_back_or_refused_cleanly(
+    make_record: MakeRecord, data: st.DataObject
+) -> None:
+    """The same property over many more examples."""
+    _write_then_read(*_mutations(make_record, data))
+
+
+def test_a_record_over_one_mebibyte_is_refused_with_its_size(make_record: MakeRecord) -> None:
+    """The record limit is the reader's line limit, measured in UTF-8 bytes."""
+    record = make_record("step.artifact")
+    record["payload"]["artifact"]["metadata"] = {"pad": "🙂" * (TRACE_RECORD_BYTE_LIMIT // 4)}
+
+    with pytest.raises(TraceRecordError, match="exceed the 1048576-byte record limit"):
+        validate_record(record)
+
+
+def test_a_lone_surrogate_is_refused(make_record: MakeRecord) -> None:
+    """A string that is not UTF-8 could not be written, so the record is refused."""
+    record = make_record("pipeline.log")
+    record["payload"]["message"] = "half \ud800 a pair"
+
+    with pytest.raises(TraceRecordError, match="lone surrogate"):
+        validate_record(record)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "limit"),
+    [
+        pytest.param("pipeline.log", ("payload", "message"), TRACE_MESSAGE_LIMIT, id="log"),
+        pytest.param("step.failed", ("error", "message"), TRACE_MESSAGE_LIMIT, id="error"),
+        pytest.param("step.failed", ("error", "cause", "message"), TRACE_MESSAGE_LIMIT, id="cause"),
+        pytest.param("step.failed", ("error", "sourceCode"), 4096, id="source-code"),
+        pytest.param("step.attempted", ("payload", "attributes", "operation"), 4096, id="attr"),
+    ],
+)
+def test_each_free_text_field_is_bounded(
+    make_record: MakeRecord, kind: str, path: tuple[str, ...], limit: int
+) -> None:
+    """Messages hold at most 16384 characters; codes, names and attribute values 4096."""
+    record = make_record(kind)
+    _replace(record, path, "m" * limit)
+    validate_record(record)
+    _replace(record, path, "m" * (limit + 1))
+
+    with pytest.raises(TraceRecordError, match=r"at most|Expected"):
+        validate_record(record)
+
+
+def test_bounded_text_cuts_and_escapes() -> None:
+    """Long text is cut with an ellipsis; lone surrogates become escapes."""
+    assert bounded_text("abc", 5) == "abc"
+    assert bounded_text("abcdef", 5) == "abcd…"
+    assert bounded_text("a\ud800b", 10) == "a\\ud800b"
+
+
+def _huge_error(make_record: MakeRecord) -> dict[str, Any]:
+    error = make_record("step.failed")["error"]
+    error["message"] = "\x00" * 3_000_000 + "\ud800"
+    error["cause"] = {"message": "c" * 1_000_000, "name": "n" * 5000}
+    error["issues"] = [{"message": "m" * 5000, "path": ["\x01" * 5000] * 200} for _ in range(300)]
+    failure = error["fanOut"]["failures"][0]
+    error["fanOut"]["failures"] = [
+        {**failure, "index": index, "key": "\x02" * 5000, "error": {"message": "\x03" * 5000}}
+        for index in range(32)
+    ]
+    error["fanOut"]["failureCount"] = 40
+    error["fanOut"]["omittedFailureCount"] = 8
+    return error
+
+
+def test_a_huge_error_is_cut_to_a_valid_record_within_its_budget(
+    make_record: MakeRecord,
+) -> None:
+    """Strings are cut, issues and failures dropped from the end, counts kept consistent."""
+    error = bounded_error(_huge_error(make_record))
+    record = make_record("step.failed", error=error)
+
+    validate_record(record)
+    assert json_bytes(error) <= TRACE_ERROR_BYTE_BUDGET
+    assert len(error["message"]) == TRACE_MESSAGE_LIMIT
+    fan_out = error["fanOut"]
+    assert fan_out["failureCount"] - len(fan_out["failures"]) == fan_out["omittedFailureCount"]
+
+
+def _raise(message: str) -> Callable[[Any, Any], Any]:
+    def run(inputs: Any, context: Any) -> Any:
+        raise RuntimeError(message) from ValueError(message)
+
+    return run
+
+
+def test_a_run_with_huge_messages_keeps_every_record_and_reads_back(tmp_path: Path) -> None:
+    """Exceptions, logs, issues and attributes of megabytes: no record dropped, trace readable."""
+    huge = "\x1b[2J" * 500_000 + "\ud800"
+
+    def noisy(inputs: Any, context: Any) -> Any:
+        context.log.info(huge)
+        context.report_attempt(1, {"note": huge})
+        context.report_progress(1, total=2, message=huge)
+        return {huge[:70_000]: 1, "k" * 100_000: 2}
+
+    step = create_steps()
+    steps = [
+        step("noisy", run=noisy, output_schema={"type": "object", "additionalProperties": False}),
+        step("boom", run=_raise(huge)),
+    ]
+    pipeline = define_pipeline(id="noisy", steps=steps)
+    logger = RecordingLogger()
+    path = tmp_path / "trace.ndjson"
+    with NdjsonTraceSink(path) as sink:
+        run = pipeline.run(
+            None,
+            controls=RunControls(continue_on_error=True),
+            context={"tracing": sink, "log": logger},
+        )
+
+    records = read_ndjson(path)
+    assert run.status == "failed"
+    assert [m for m in logger.messages("warning") if "Dropped" in m or "sink" in m] == []
+    names = [record["name"] for record in records]
+    assert names.count("step.failed") == 2
+    assert "pipeline.log" in names and "step.attempted" in names
+    assert names[-1] == "pipeline.completed"
+    assert all(len(json.dumps(r, ensure_ascii=False)) <= TRACE_RECORD_BYTE_LIMIT for r in records)
