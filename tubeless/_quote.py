@@ -38,7 +38,9 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
             text = ""
         if 0 < len(text) <= limit:
             return text
-        return f"an int of {value.bit_length()} bits"  # type: ignore[union-attr]
+        # Only an int has a repr this long (or none at all).
+        bits = value.bit_length() if isinstance(value, int) else len(text)
+        return f"an int of {bits} bits"
     return f"a value of type {type_name(value)}"
 
 

@@ -130,9 +130,7 @@ def bounded_error(error: Mapping[str, Any]) -> dict[str, Any]:
     if "sourceCode" in error:
         out["sourceCode"] = bounded_text(error["sourceCode"], _STRING_LIMIT)
     if "cause" in error:
-        out["cause"] = _bounded_cause(
-            error["cause"], TRACE_CAUSE_DEPTH_LIMIT, _CAUSE_STRING_LIMIT
-        )
+        out["cause"] = _bounded_cause(error["cause"], TRACE_CAUSE_DEPTH_LIMIT, _CAUSE_STRING_LIMIT)
     if error.get("issues") is not None:
         out["issues"] = [_bounded_issue(issue) for issue in error["issues"][:_LIST_LIMIT]]
     if error.get("fanOut") is not None:
