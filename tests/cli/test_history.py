@@ -139,3 +139,22 @@ def test_history_exclusive_options_are_usage_errors(cli: Any) -> None:
     both_outputs = cli("history", "--json", "--events")
     assert (both_sources.code, both_outputs.code) == (1, 1)
     assert "not allowed with argument" in both_sources.stderr.splitlines()[0]
+
+
+def test_history_reads_a_trace_with_a_torn_last_line_and_warns(cli: Any) -> None:
+    """A trace whose writer died mid-line still lists its runs; stderr says what was skipped."""
+    cli.write_fixture("greet")
+    cli("run", "--trace", "trace.ndjson", "greet.py", "--", "--name", "Ada")
+    path = cli.directory / "trace.ndjson"
+    whole = path.read_text("utf-8")
+    path.write_text(whole + whole.splitlines()[0][:40], "utf-8")
+
+    listed = cli("history", "--trace", "trace.ndjson")
+
+    assert listed.code == 0
+    assert _LIST_LINE.fullmatch(listed.stdout.strip())
+    count = len(whole.splitlines())
+    assert listed.stderr == (
+        f"warning: {path} ends with a torn line {count + 1} (no newline), skipped; "
+        f"read {count} records\n"
+    )

@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import json
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace import NdjsonTraceSink, _ndjson, read_ndjson
 
 Records = dict[str, dict[str, Any]]
@@ -231,3 +232,86 @@ def test_the_record_count_is_limited(
     monkeypatch.setattr(_ndjson, "NDJSON_RECORD_LIMIT", 2)
     with pytest.raises(TraceStoreError, match="line 5: more than 2 records"):
         read_ndjson(path)
+
+
+def _torn(tmp_path: Path, every_kind: Records, tail: bytes) -> Path:
+    records = list(every_kind.values())[:3]
+    path = tmp_path / "trace.ndjson"
+    path.write_bytes("".join(_line(record) + "\n" for record in records).encode() + tail)
+    return path
+
+
+def test_a_torn_last_line_fails_by_default(tmp_path: Path, every_kind: Records) -> None:
+    """Without the option, a last line cut short fails the read, naming the line."""
+    path = _torn(tmp_path, every_kind, b'{"version":3,"na')
+
+    with pytest.raises(TraceStoreError, match="line 4 is not valid JSON"):
+        read_ndjson(path)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param(b'{"version":3,"na', id="cut-json"),
+        pytest.param(b'{"version":3}', id="cut-record"),
+        pytest.param("\u00e9".encode()[:1], id="cut-utf8"),
+    ],
+)
+def test_a_torn_last_line_is_skipped_with_a_warning(
+    tmp_path: Path, every_kind: Records, tail: bytes
+) -> None:
+    """With `tolerate_torn_tail`, the records before it are returned and a warning counts them."""
+    path = _torn(tmp_path, every_kind, tail)
+
+    with pytest.warns(TornTraceWarning, match="torn line 4 .*read 3 records"):
+        records = read_ndjson(path, tolerate_torn_tail=True)
+
+    assert records == list(every_kind.values())[:3]
+
+
+def test_a_whole_last_line_without_newline_is_kept(tmp_path: Path, every_kind: Records) -> None:
+    """A last line that parses is a record, newline or not, and nothing warns."""
+    record = list(every_kind.values())[3]
+    path = _torn(tmp_path, every_kind, _line(record).encode())
+
+    assert read_ndjson(path, tolerate_torn_tail=True)[-1] == record
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b'{"version":3,"na\n', id="bad-line-with-newline"),
+        pytest.param(b"not json\n{}", id="bad-line-before-the-tail"),
+    ],
+)
+def test_only_the_torn_tail_is_tolerated(
+    tmp_path: Path, every_kind: Records, content: bytes
+) -> None:
+    """A bad line that ends with a newline, or comes before the last one, still fails."""
+    path = _torn(tmp_path, every_kind, content)
+
+    with pytest.raises(TraceStoreError, match="line 4"):
+        read_ndjson(path, tolerate_torn_tail=True)
+
+
+def test_a_killed_writer_leaves_a_trace_that_reads_with_the_option(
+    tmp_path: Path, every_kind: Records
+) -> None:
+    """Cutting a written trace at any byte leaves every whole record readable."""
+    path = tmp_path / "trace.ndjson"
+    with NdjsonTraceSink(path) as sink:
+        for record in every_kind.values():
+            sink.export(record)
+    data = path.read_bytes()
+    ends = [index + 1 for index, byte in enumerate(data) if byte == ord("\n")]
+    cut_path = tmp_path / "cut.ndjson"
+    for cut in [*range(0, len(data), 97), *(end - 1 for end in ends)]:
+        cut_path.write_bytes(data[:cut])
+        # A cut just before a newline leaves that line whole: it reads as a record.
+        whole = sum(1 for end in ends if end <= cut + 1)
+        torn = cut not in ends and cut + 1 not in ends and cut != 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            records = read_ndjson(cut_path, tolerate_torn_tail=True)
+        assert records == list(every_kind.values())[:whole]
+        assert len(caught) == (1 if torn else 0)
