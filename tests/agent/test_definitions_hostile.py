@@ -164,6 +164,7 @@ BAD_DEFINITIONS = [
     pytest.param(_agent, {"limits": {"max_turn": 1}}, "Unsupported agent limit: max_turn"),
     pytest.param(_agent, {"limits": {"max_turns": 0}}, "max_turns must be a positive safe"),
     pytest.param(_agent, {"limits": {"max_calls": True}}, "max_calls must be a nonnegative"),
+    pytest.param(_agent, {"limits": {"max_turns": 10**5000}}, "safe integer, got an int of"),
     pytest.param(_agent, {"limits": 5}, "Agent limits must be an AgentLimits or a dict"),
 ]
 

@@ -303,7 +303,7 @@ def test_duplicate_keys_fail_before_any_child_starts() -> None:
     assert calls == []
     error = run.errors[0]
     assert (error.code, error.kind) == ("TUBELESS_CHILD_FAILED", "child")
-    assert error.message == "Mapped child pipeline kid received duplicate item keys: k0, k1"
+    assert error.message == "Mapped child pipeline kid received duplicate item keys: 'k0', 'k1'"
 
 
 def test_item_keys_must_be_strings() -> None:

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from tubeless._quote import quote
 from tubeless.errors import AgentDefinitionError
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -47,7 +48,7 @@ def _check(name: str, value: object) -> int:
     if not safe:
         adjective = "nonnegative" if minimum == 0 else "positive"
         raise AgentDefinitionError(
-            f"Agent {name} must be a {adjective} safe integer, got {value!r}"
+            f"Agent {name} must be a {adjective} safe integer, got {quote(value)}"
         )
     return value  # type: ignore[return-value]
 

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tubeless._quote import quote, quote_list
 from tubeless.errors import (
     ChildPipelineError,
     ErrorCause,
@@ -60,13 +61,13 @@ class FanOutRunner:
             if not isinstance(key, str):
                 raise ChildPipelineError(
                     f"Mapped child pipeline {self.pipeline.id} key must return a string, "
-                    f"got {key!r}"
+                    f"got {quote(key)}"
                 )
         duplicates = sorted(key for key, count in Counter(keys).items() if count > 1)
         if duplicates:
             raise ChildPipelineError(
                 f"Mapped child pipeline {self.pipeline.id} received duplicate item keys: "
-                f"{', '.join(duplicates)}"
+                f"{quote_list(duplicates)}"
             )
         return keys
 
