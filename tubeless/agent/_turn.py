@@ -16,8 +16,7 @@ from tubeless.agent._state import own_state
 from tubeless.agent._tools import _ToolSpec
 from tubeless.errors import AgentError, AgentLimitError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
-from tubeless.pipeline._child_run import observed
-from tubeless.pipeline._context import raise_if_cancelled
+from tubeless.pipeline.lowlevel import observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
 
 _DRY = RunControls(dry_run=True)

@@ -22,7 +22,7 @@ from tubeless.pipeline._context import (
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._observe import Hook, RunObserver, TraceChannel, normalize_hooks
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.pipeline._report import RUN_MODEL_VERSION, PipelineRun, run_status
+from tubeless.pipeline._run_result import RUN_MODEL_VERSION, PipelineRun, run_status
 from tubeless.pipeline._schedule import StepScheduler, trace_error
 from tubeless.pipeline._steps import FINALIZE_STEP_ID
 from tubeless.schema import validate_boundary
