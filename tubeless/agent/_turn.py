@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._context import DecisionContext
+from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state

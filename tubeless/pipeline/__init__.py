@@ -1,8 +1,8 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
-from tubeless.pipeline._context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
+from tubeless.pipeline._handler_context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._identity import (
     DefinitionIdentity,
     DefinitionSnapshot,

@@ -16,14 +16,14 @@ from tubeless.pipeline._child_progress import (
     SingleChildProgress,
 )
 from tubeless.pipeline._classify import is_cancellation
-from tubeless.pipeline._context import (
+from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
+from tubeless.pipeline._execute import ChildLink, execute_run
+from tubeless.pipeline._handler_context import (
     ExecutionContext,
     StepContext,
     raise_if_cancelled,
     scope_of,
 )
-from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
-from tubeless.pipeline._execute import ChildLink, execute_run
 from tubeless.pipeline._observe import Hook
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.pipeline._run_result import PipelineRun

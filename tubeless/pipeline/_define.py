@@ -11,7 +11,6 @@ from tubeless.errors import (
     TraceRecordError,
     TubelessError,
 )
-from tubeless.pipeline._context import ExecutionContext
 from tubeless.pipeline._controls import RunContext, RunControls, resolve_context, resolve_controls
 from tubeless.pipeline._execute import execute_run
 from tubeless.pipeline._graph import (
@@ -22,13 +21,15 @@ from tubeless.pipeline._graph import (
     step_errors,
     target_errors,
 )
+from tubeless.pipeline._handler_context import ExecutionContext
 from tubeless.pipeline._identity import DefinitionSnapshot, build_snapshot
 from tubeless.pipeline._plan import PipelinePlan, build_plan
 from tubeless.pipeline._render import render_mermaid
 from tubeless.pipeline._run_result import PipelineRun
 from tubeless.pipeline._steps import RequiredOutputs, Step
 from tubeless.schema import Schema, as_schema
-from tubeless.trace._wire import TRACE_VERSION, check_record
+from tubeless.trace import TRACE_VERSION
+from tubeless.trace.lowlevel import check_record
 
 _PLAN_CACHE_LIMIT = 64
 

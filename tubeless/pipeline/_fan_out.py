@@ -23,7 +23,7 @@ from tubeless.pipeline._child_runs import (
     run_child,
 )
 from tubeless.pipeline._classify import is_cancellation
-from tubeless.pipeline._context import (
+from tubeless.pipeline._handler_context import (
     StepContext,
     cancellation_message,
     raise_if_cancelled,

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from tubeless.pipeline._child_runs import IterationRunner, SingleChildRunner
-from tubeless.pipeline._context import StepContext
 from tubeless.pipeline._controls import RunControls, controls_to_dict, resolve_controls
 from tubeless.pipeline._define import Pipeline
 from tubeless.pipeline._fan_out import FanOutRunner
+from tubeless.pipeline._handler_context import StepContext
 from tubeless.pipeline._run_result import PipelineRun
 from tubeless.pipeline._steps import (
     DryRunPolicy,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from tubeless.schema import Schema
 
 if TYPE_CHECKING:
-    from tubeless.pipeline._context import ExecutionContext, StepContext
     from tubeless.pipeline._define import Pipeline
+    from tubeless.pipeline._handler_context import ExecutionContext, StepContext
 
 StepInputs = Mapping[str, Any]
 StepHandler = Callable[[StepInputs, "StepContext"], Any]

@@ -36,7 +36,7 @@ from tubeless.pipeline._child_runs import (
     run_child_pipeline,
 )
 from tubeless.pipeline._classify import is_cancellation
-from tubeless.pipeline._context import (
+from tubeless.pipeline._handler_context import (
     PROGRESS_INTERVAL_MS,
     cancellation_message,
     raise_if_cancelled,
