@@ -14,13 +14,18 @@ from typing import Any
 
 from tubeless.errors import Diagnostic, RunCancelledError
 from tubeless.pipeline._classify import step_error, to_diagnostic
-from tubeless.pipeline._context import ExecutionContext, RunScope, StepContext, cancellation_message
+from tubeless.pipeline._handler_context import (
+    ExecutionContext,
+    RunScope,
+    StepContext,
+    cancellation_message,
+)
 from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
-from tubeless.pipeline._report import StepReport, StepStatus
+from tubeless.pipeline._run_result import StepReport, StepStatus
 from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
 from tubeless.schema import validate_boundary
-from tubeless.trace._bounds import bounded_error, bounded_text
-from tubeless.trace._rules import TRACE_MESSAGE_LIMIT
+from tubeless.trace import TRACE_MESSAGE_LIMIT
+from tubeless.trace.lowlevel import bounded_error, bounded_text
 
 _UNPUBLISHED: Any = object()
 

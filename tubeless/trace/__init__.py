@@ -11,6 +11,7 @@ from tubeless.trace._projection import (
     format_run_list,
     project_runs,
 )
+from tubeless.trace._rules import TRACE_MESSAGE_LIMIT, TRACE_RECORD_BYTE_LIMIT
 from tubeless.trace._sqlite import SqliteTraceStore
 from tubeless.trace._wire import (
     TRACE_DETAIL_BYTE_LIMIT,
@@ -28,7 +29,9 @@ from tubeless.trace._wire import (
 __all__ = [
     "TRACE_DETAIL_BYTE_LIMIT",
     "TRACE_LIST_LIMIT",
+    "TRACE_MESSAGE_LIMIT",
     "TRACE_READ_VERSIONS",
+    "TRACE_RECORD_BYTE_LIMIT",
     "TRACE_RECORD_NAMES",
     "TRACE_STRING_LIMIT",
     "TRACE_VERSION",

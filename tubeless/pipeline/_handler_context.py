@@ -15,9 +15,13 @@ from typing import Any
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
-from tubeless.trace._bounds import bounded_text
-from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, TRACE_MESSAGE_LIMIT, json_bytes
-from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT, TRACE_STRING_LIMIT
+from tubeless.trace import (
+    TRACE_DETAIL_BYTE_LIMIT,
+    TRACE_LIST_LIMIT,
+    TRACE_MESSAGE_LIMIT,
+    TRACE_STRING_LIMIT,
+)
+from tubeless.trace.lowlevel import TRACE_ATTRIBUTE_LIMIT, bounded_text, json_bytes
 
 _LOGGER = logging.getLogger("tubeless")
 

@@ -1,0 +1,34 @@
+"""The trace package's internal API for the code that writes records (the seam).
+
+Who may use it: `tubeless.pipeline`, whose run observer builds every record. Other
+packages use the public `tubeless.trace`; applications should not import this module:
+it is not part of the public API and may change in any release.
+
+What it promises, for as long as a name is listed here:
+
+- `check_record(record, payload_checked=...)` raises `TraceRecordError` for a record the
+  trace schema or its extra rules reject (`payload_checked=True` skips the payload's
+  schema, for payloads built to it and checked once per plan).
+- `check_own_fields(record, own, payload_checked=...)` checks the same but trusts the
+  shared fields, which `shared_fields_valid(shared)` checked once per run.
+- `json_bytes(value)` is the size the trace limits count: compact UTF-8 JSON.
+- `bounded_text(text, limit)` cuts outside text to `limit` characters and escapes lone
+  surrogates; `bounded_error(error)` cuts an error's wire form to the trace limits and
+  `TRACE_ERROR_BYTE_BUDGET`, so a record built with it never breaks a size rule.
+- `TRACE_ATTRIBUTE_LIMIT` is the most attributes a `step.attempted` record may carry.
+"""
+
+from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
+from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes
+from tubeless.trace._wire import check_own_fields, check_record, shared_fields_valid
+
+__all__ = [
+    "TRACE_ATTRIBUTE_LIMIT",
+    "TRACE_ERROR_BYTE_BUDGET",
+    "bounded_error",
+    "bounded_text",
+    "check_own_fields",
+    "check_record",
+    "json_bytes",
+    "shared_fields_valid",
+]
