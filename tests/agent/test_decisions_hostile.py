@@ -289,12 +289,12 @@ BAD_CALL = st.one_of(
     st.builds(lambda: {"tool": "echo", "input": 1}),
     st.builds(
         lambda key: _with_extra(_call("b"), key),
-        EXTRA_KEY.filter(lambda k: k not in ("id", "tool", "input")),
+        EXTRA_KEY.filter(lambda k: type(k) is not str or k not in ("id", "tool", "input")),
     ),
     st.builds(
         lambda call_id: _call(call_id),
         st.one_of(
-            st.sampled_from(["", " \t"]),
+            st.sampled_from(["", " \t", "half\ud800"]),
             HUGE_TEXT.filter(lambda t: len(t) > 256),
             st.integers(),
             st.none(),

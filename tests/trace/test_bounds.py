@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tubeless.errors import TraceRecordError
 from tubeless.pipeline import RunControls, create_steps, define_pipeline
 from tubeless.testing import RecordingLogger
-from tubeless.trace import NdjsonTraceSink, read_ndjson, validate_record
+from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, read_ndjson, validate_record
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
 from tubeless.trace._rules import TRACE_MESSAGE_LIMIT, TRACE_RECORD_BYTE_LIMIT, json_bytes
 
@@ -243,3 +243,36 @@ def test_a_run_with_huge_messages_keeps_every_record_and_reads_back(tmp_path: Pa
     assert "pipeline.log" in names and "step.attempted" in names
     assert names[-1] == "pipeline.completed"
     assert all(len(json.dumps(r, ensure_ascii=False)) <= TRACE_RECORD_BYTE_LIMIT for r in records)
+
+
+def test_a_run_record_too_large_to_write_is_refused_alone(tmp_path: Path) -> None:
+    """A step id of a million characters: records naming it are refused, the rest reads back."""
+    step = create_steps()
+    pipeline = define_pipeline(id="wide", steps=[step("s" * 1_100_000, run=lambda i, c: 1)])
+    logger = RecordingLogger()
+    path = tmp_path / "trace.ndjson"
+    with NdjsonTraceSink(path) as sink:
+        run = pipeline.run(None, context={"tracing": sink, "log": logger})
+
+    records = read_ndjson(path)
+    assert run.status == "completed"
+    names = [record["name"] for record in records]
+    assert names[-1] == "pipeline.completed"
+    assert "step.planned" not in names and "step.complete" not in names
+    refused = logger.messages("warning")
+    assert refused and all("record limit" in message for message in refused)
+    assert all(len(message) < 1_000 for message in refused)
+
+
+def test_the_sqlite_store_refuses_a_lone_surrogate_alone(tmp_path: Path) -> None:
+    """A run whose correlation id is not UTF-8 loses its records, and the store stays usable."""
+    step = create_steps()
+    pipeline = define_pipeline(id="odd", steps=[step("s", run=lambda i, c: 1)])
+    logger = RecordingLogger()
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        pipeline.run(None, context={"tracing": store, "log": logger, "correlation_id": "\ud800"})
+        pipeline.run(None, context={"tracing": store, "log": logger})
+        names = [record["name"] for record in store.events()]
+
+    assert names[0] == "pipeline.started" and names[-1] == "pipeline.completed"
+    assert any("lone surrogate" in message for message in logger.messages("warning"))

@@ -57,6 +57,15 @@ def _is_text(value: object) -> TypeGuard[str]:
     return type(value) is str
 
 
+def _is_unicode(text: str) -> bool:
+    """Whether `text` encodes as UTF-8: a call id goes into every trace record of its run."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     """Check the envelope and every call's shape.
 
@@ -129,6 +138,8 @@ def _parse_call(call: object, position: int) -> AgentCall:
         raise _invalid(f"{where} requires a non-blank string id")
     if len(call_id) > CALL_ID_LIMIT:
         raise _invalid(f"Agent call #{position + 1} id is longer than {CALL_ID_LIMIT} characters")
+    if not call_id.isascii() and not _is_unicode(call_id):
+        raise _invalid(f"Agent call #{position + 1} id holds a lone surrogate (not UTF-8 text)")
     tool = call["tool"]
     if not _is_text(tool) or not tool.strip():
         raise _invalid(f"{where} requires a non-blank string tool name")

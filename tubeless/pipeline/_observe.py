@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tubeless.errors import TraceSinkError
+from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
 from tubeless.trace.lowlevel import check_own_fields, check_record, shared_fields_valid
@@ -193,6 +193,9 @@ class TraceChannel:
             return
         try:
             self.sink.export(record)
+        except TraceRecordError as error:
+            # The sink refused this record alone (a line it could not write back): go on.
+            self.log.warning(f"Trace sink refused a record: {error}")
         except TraceSinkError as error:
             self.log.warning(f"Trace sink failed: {error}")
             if not error.partial:

@@ -42,6 +42,26 @@ def encode_record(record: object) -> str:
     return _encode(record) + "\n"
 
 
+def _check_line(line: str) -> None:
+    """Refuse a line `read_ndjson` would refuse: not UTF-8, or longer than its limit.
+
+    `validate_record` measures plain records; this catches a run's own records too, which
+    are bounded as they are built but not measured.
+    """
+    try:
+        size = len(line) if line.isascii() else len(line.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise TraceRecordError(
+            "Invalid trace record at $: holds a lone surrogate, which is not UTF-8 text"
+        ) from None
+    if size - 1 > NDJSON_LINE_BYTE_LIMIT:
+        limit = NDJSON_LINE_BYTE_LIMIT
+        raise TraceRecordError(
+            f"Invalid trace record at $: {size - 1} bytes of JSON exceed the {limit}-byte "
+            "record limit"
+        )
+
+
 class NdjsonTraceSink:
     """A trace sink writing one compact JSON record per line.
 
@@ -71,11 +91,14 @@ class NdjsonTraceSink:
         """Validate `record` and append it as one line.
 
         Raises:
-            TraceRecordError: when `record` is not a valid trace record (nothing is written).
+            TraceRecordError: when `record` is not a valid trace record, or its line would
+                not read back (over 1 MiB, or not UTF-8): nothing is written, and the sink
+                stays usable.
             TraceSinkError: when the sink is closed, or the write fails now or failed before.
         """
         validate_record(record)
         line = encode_record(record)
+        _check_line(line)
         with self._lock:
             self._raise_if_unusable()
             try:

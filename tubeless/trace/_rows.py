@@ -12,7 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["COLUMNS", "INSERT", "Row", "record_row", "row_record"]
+from tubeless.errors import TraceRecordError
+
+__all__ = ["COLUMNS", "INSERT", "Row", "check_row_text", "record_row", "row_record"]
 
 COLUMNS = (
     "version, run_id, correlation_id, parent_run_id, pipeline_id, step_id, attempt_id, "
@@ -86,6 +88,21 @@ def record_row(record: dict[str, Any]) -> Row:
         None if error is None else _dumps(error),
         _dumps(extra) if extra else None,
     )
+
+
+def check_row_text(row: Row) -> None:
+    """Refuse a row holding text SQLite cannot store as UTF-8 (a lone surrogate).
+
+    One such row would fail the whole batch it is committed with.
+    """
+    for value in row:
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise TraceRecordError(
+                    "Invalid trace record at $: holds a lone surrogate, which is not UTF-8 text"
+                ) from None
 
 
 def row_record(row: Sequence[Any]) -> dict[str, Any]:

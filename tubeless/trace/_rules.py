@@ -20,6 +20,7 @@ __all__ = [
     "TRACE_SNAPSHOT_BYTE_LIMIT",
     "json_bytes",
     "record_problem",
+    "record_size_problem",
 ]
 
 TRACE_DETAIL_BYTE_LIMIT = 262144
@@ -50,7 +51,14 @@ def json_bytes(value: object) -> int:
     return len(_encode(value).encode("utf-8"))
 
 
-def _size_problem(record: Record) -> Problem | None:
+def record_size_problem(record: Record) -> Problem | None:
+    """Return why `record` cannot be one NDJSON line the reader accepts, or `None`.
+
+    The record must encode as UTF-8 (no lone surrogates) and hold at most
+    `TRACE_RECORD_BYTE_LIMIT` bytes of compact JSON. `validate_record` applies this to
+    every record it is given; a run's own records are bounded as they are built, and the
+    NDJSON writer measures each line it writes.
+    """
     try:
         text = _encode(record)
         size = len(text) if text.isascii() else len(text.encode("utf-8"))
@@ -202,11 +210,14 @@ _KIND_RULES: Mapping[str, Callable[[Record], Problem | None]] = {
 def record_problem(record: Record) -> Problem | None:
     """Return the first rule `record` breaks (it already matches its schema), or `None`.
 
-    The size of the whole record as compact UTF-8 JSON is checked before the rules of its
-    kind, so a valid record always fits one NDJSON line that the reader accepts.
+    The size rule is separate (`record_size_problem`): it costs an encoding of the whole
+    record, which a run's records need not pay.
     """
-    problem = _relation_problem(record) or _size_problem(record)
+    problem = _relation_problem(record)
     if problem is not None:
         return problem
     rule = _KIND_RULES.get(record["name"])
-    return None if rule is None else rule(record)
+    try:
+        return None if rule is None else rule(record)
+    except ValueError:  # a byte limit met text it cannot encode (a lone surrogate, say)
+        return "$", "holds text that cannot be written as UTF-8 JSON"

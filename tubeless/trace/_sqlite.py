@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
-from tubeless.trace._rows import COLUMNS, INSERT, Row, record_row, row_record
+from tubeless.trace._rows import COLUMNS, INSERT, Row, check_row_text, record_row, row_record
 from tubeless.trace._wire import validate_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
@@ -220,12 +220,14 @@ class SqliteTraceStore:
         """Validate `record` and buffer it; a full batch of 64 is committed now.
 
         Raises:
-            TraceRecordError: when `record` is not a valid trace record (nothing is stored).
+            TraceRecordError: when `record` is not a valid trace record, or holds text that
+                is not UTF-8 (nothing is stored; the store stays usable).
             TraceSinkError: when the store is read-only or closed, or a commit fails now or
                 failed before.
         """
         validate_record(record)
         row = record_row(record)
+        check_row_text(row)
         with self._lock:
             self._raise_if_unusable()
             if self._read_only:

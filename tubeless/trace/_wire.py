@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
-from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem
+from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem, record_size_problem
 
 __all__ = [
     "SHARED_FIELDS",
@@ -189,8 +189,10 @@ def validate_record(record: Mapping[str, Any]) -> None:
 
     The record's `name` picks its kind's schema; the checks JSON Schema cannot express
     (`iteration.runId == parentRunId`, version 2 without `iteration`, byte limits, counts,
-    cause depths, snapshot identity) follow. A `TraceRecord` from a run was checked when it
-    was built and passes at once.
+    cause depths, snapshot identity) follow, and last the size of the whole record: at
+    most 1 MiB of UTF-8 JSON, so a valid record is always one line `read_ndjson` accepts.
+    A `TraceRecord` from a run was checked when it was built and passes at once (the
+    NDJSON writer still measures its line).
 
     Raises:
         TraceRecordError: naming the record kind and the JSON path of the first problem.
@@ -198,6 +200,10 @@ def validate_record(record: Mapping[str, Any]) -> None:
     if type(record) is TraceRecord:
         return
     check_record(record)
+    problem = record_size_problem(record)
+    if problem is not None:
+        name, (path, message) = record["name"], problem
+        raise TraceRecordError(f"Invalid {name} trace record at {path}: {message}")
 
 
 def check_own_fields(
