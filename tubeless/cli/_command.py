@@ -302,7 +302,7 @@ class PipelineCommand:
         hooks += _hook_list(self._hooks)
         fields["hooks"] = hooks or None
         try:
-            value = self._pipeline.run_or_raise(options, _controls(parsed), fields)
+            value = self._pipeline.run_or_raise(options, controls=_controls(parsed), context=fields)
         finally:
             if reporter is not None:
                 reporter.close()

@@ -248,6 +248,7 @@ class Pipeline:
     def run(
         self,
         options: Any = None,
+        *,
         controls: RunControls | Mapping[str, Any] | None = None,
         context: RunContext | Mapping[str, Any] | None = None,
     ) -> PipelineRun:
@@ -274,6 +275,7 @@ class Pipeline:
     def run_or_raise(
         self,
         options: Any = None,
+        *,
         controls: RunControls | Mapping[str, Any] | None = None,
         context: RunContext | Mapping[str, Any] | None = None,
     ) -> Any:
@@ -283,7 +285,7 @@ class Pipeline:
             PipelineExecutionError: when the run did not complete; `.result` is the run and
                 `__cause__` the exception behind its first error.
         """
-        result = self.run(options, controls, context)
+        result = self.run(options, controls=controls, context=context)
         if result.status != "completed":
             raise PipelineExecutionError(result) from result.first_exception()
         return result.value
