@@ -9,6 +9,7 @@ import importlib as _importlib
 import logging as _logging
 import typing as _typing
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.agent import (
     AgentLimits,
     AgentTool,
@@ -96,3 +97,5 @@ __all__ = [
     "define_tool",
     "require_outputs",
 ]
+
+_show_public_module(__name__, __all__, globals())

@@ -57,6 +57,7 @@ from tubeless._diagnostics import (
     is_pipeline_error_code,
     normalize_cause,
 )
+from tubeless._public import show_public_module as _show_public_module
 
 if typing.TYPE_CHECKING:
     from tubeless.pipeline._report import PipelineRun
@@ -97,6 +98,8 @@ __all__ = [
     "is_pipeline_error_code",
     "normalize_cause",
 ]
+
+_show_public_module(__name__, __all__, globals())
 
 
 class TubelessError(Exception):

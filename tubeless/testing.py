@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from tubeless import errors, trace
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.agent._scripted import ScriptedDecide, scripted_decide
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "ScriptedDecide",
     "scripted_decide",
 ]
+
+_show_public_module(__name__, __all__, globals())
 
 
 class MemoryTraceSink:

@@ -1,5 +1,6 @@
 """The agent harness: tools, limits and a bounded decide -> calls -> reduce loop."""
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.agent._agent import define_agent
 from tubeless.agent._context import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
@@ -22,3 +23,5 @@ __all__ = [
     "own_state",
     "parse_decision",
 ]
+
+_show_public_module(__name__, __all__, globals())

@@ -1,5 +1,6 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.pipeline._context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
@@ -54,3 +55,5 @@ __all__ = [
     "require_outputs",
     "run_status",
 ]
+
+_show_public_module(__name__, __all__, globals())

@@ -3,6 +3,7 @@
 import importlib as _importlib
 import typing as _typing
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
@@ -55,12 +56,15 @@ __all__ = [
     "validate_record",
 ]
 
+_show_public_module(__name__, __all__, globals())
+
 
 # sqlite3 loads when the store is first used (PEP 562).
 def __getattr__(name: str) -> object:
     if name != "SqliteTraceStore":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = _importlib.import_module("tubeless.trace._sqlite").SqliteTraceStore
+    _show_public_module(__name__, [name], {name: value})
     globals()[name] = value
     return value
 
