@@ -6,9 +6,10 @@ import dataclasses
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._types import SchemaLike, ToolDryRun, ToolHandler
 from tubeless.agent._context import ToolContext
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
@@ -17,8 +18,6 @@ from tubeless.schema import Schema, as_schema
 
 DESCRIPTION_LIMIT = 4096
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
-
-ToolHandler = Callable[[Any, ToolContext], Any]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,11 +144,11 @@ def _check_description(description: object) -> str:
 def define_tool(
     *,
     description: str,
-    input_schema: object,
-    output_schema: object,
+    input_schema: SchemaLike,
+    output_schema: SchemaLike,
     run: ToolHandler,
     input_json_schema: Mapping[str, Any] | None = None,
-    dry_run: Literal["skip"] | ToolHandler | None = None,
+    dry_run: ToolDryRun = None,
 ) -> AgentTool:
     """Define a tool an agent may call.
 

@@ -1,9 +1,11 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
 from tubeless._public import show_public_module as _show_public_module
+from tubeless._types import ContextLike, ControlsLike, Hook, HooksLike
 from tubeless.pipeline._context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
+from tubeless.pipeline._hooks import HOOK_NAMES, PipelineHooks
 from tubeless.pipeline._identity import (
     DefinitionIdentity,
     DefinitionSnapshot,
@@ -11,7 +13,6 @@ from tubeless.pipeline._identity import (
     fingerprint,
 )
 from tubeless.pipeline._nested import NestedPipeline
-from tubeless.pipeline._observe import HOOK_NAMES
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._render import escape_mermaid_label, render_mermaid, render_plan
 from tubeless.pipeline._report import PipelineRun, StepReport, run_status
@@ -26,11 +27,16 @@ from tubeless.pipeline._steps import (
 
 __all__ = [
     "HOOK_NAMES",
+    "ContextLike",
+    "ControlsLike",
     "DefinitionIdentity",
     "DefinitionSnapshot",
     "ExecutionContext",
+    "Hook",
+    "HooksLike",
     "NestedPipeline",
     "Pipeline",
+    "PipelineHooks",
     "PipelineLogger",
     "PipelinePlan",
     "PipelineRun",

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tubeless._types import Hook
 from tubeless.errors import (
     IterationError,
     PipelineExecutionError,
@@ -23,7 +24,6 @@ from tubeless.pipeline._context import (
 )
 from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
 from tubeless.pipeline._execute import ChildLink, execute_run
-from tubeless.pipeline._observe import Hook
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.pipeline._report import PipelineRun
 

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from tubeless._types import SchemaLike
 from tubeless.schema import Schema, as_schema
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class StepFactory:
 
     __slots__ = ("_scope", "options_schema")
 
-    def __init__(self, options_schema: object = None) -> None:
+    def __init__(self, options_schema: SchemaLike | None = None) -> None:
         self._scope = options_schema
         self.options_schema: Schema | None = (
             None if options_schema is None else as_schema(options_schema, label="Options")
@@ -117,7 +118,7 @@ class StepFactory:
         optional_depends_on: Sequence[Step] | None = None,
         skip_after_failure_of: Sequence[Step] | None = None,
         dry_run: DryRunPolicy = None,
-        output_schema: object = None,
+        output_schema: SchemaLike | None = None,
         skip: SkipPredicate | None = None,
     ) -> Step:
         """Define an ordinary step.
@@ -173,7 +174,7 @@ class StepFactory:
         return build_iterate_pipeline(self, id, **config)
 
 
-def create_steps(options_schema: object = None) -> StepFactory:
+def create_steps(options_schema: SchemaLike | None = None) -> StepFactory:
     """Return a step factory bound to one pipeline's domain options.
 
     Args:
