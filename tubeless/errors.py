@@ -60,7 +60,7 @@ from tubeless._diagnostics import (
 from tubeless._public import show_public_module as _show_public_module
 
 if typing.TYPE_CHECKING:
-    from tubeless.pipeline._report import PipelineRun
+    from tubeless.pipeline import PipelineRun
 
 __all__ = [
     "AGENT_ERROR_CODES",

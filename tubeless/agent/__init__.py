@@ -9,7 +9,7 @@ from tubeless._types import (
     ToolHandler,
 )
 from tubeless.agent._agent import define_agent
-from tubeless.agent._context import DecisionContext, ToolContext
+from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state

@@ -10,7 +10,7 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless._types import SchemaLike, ToolDryRun, ToolHandler
-from tubeless.agent._context import ToolContext
+from tubeless.agent._agent_contexts import ToolContext
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
 from tubeless.pipeline import Pipeline, StepContext, create_steps, define_pipeline

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tubeless._types import ContextLike, ControlsLike, HooksLike
-from tubeless.trace._wire import TraceSink
+from tubeless.trace import TraceSink
 
 
 class PipelineLogger(Protocol):

@@ -6,9 +6,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tubeless._types import ContextLike, ControlsLike, SchemaLike
-from tubeless.errors import PipelineExecutionError, TraceRecordError, TubelessError
-from tubeless.pipeline._context import ExecutionContext
+from tubeless.errors import (
+    PipelineDefinitionError,
+    PipelineExecutionError,
+    TraceRecordError,
+    TubelessError,
+)
 from tubeless.pipeline._controls import RunControls, resolve_context, resolve_controls
+from tubeless.pipeline._execute import execute_run
 from tubeless.pipeline._graph import (
     cycle_error,
     execution_order,
@@ -17,13 +22,15 @@ from tubeless.pipeline._graph import (
     step_errors,
     target_errors,
 )
+from tubeless.pipeline._handler_context import ExecutionContext
 from tubeless.pipeline._identity import DefinitionSnapshot, build_snapshot
 from tubeless.pipeline._plan import PipelinePlan, build_plan
 from tubeless.pipeline._render import render_mermaid
-from tubeless.pipeline._report import PipelineRun
+from tubeless.pipeline._run_result import PipelineRun
 from tubeless.pipeline._steps import FinalizeHandler, RequiredOutputs, Step
 from tubeless.schema import Schema, as_schema
-from tubeless.trace._wire import TRACE_VERSION, check_record
+from tubeless.trace import TRACE_VERSION
+from tubeless.trace.lowlevel import check_record
 
 _PLAN_CACHE_LIMIT = 64
 
@@ -186,8 +193,6 @@ class Pipeline:
         description: str | None,
         implementation_version: str | None,
     ) -> None:
-        from tubeless.errors import PipelineDefinitionError
-
         errors = pipeline_field_errors(id, name, description, implementation_version)
         errors += step_errors(id, steps)
         order = execution_order(steps) if not errors else None
@@ -264,8 +269,6 @@ class Pipeline:
         Raises:
             TypeError: for malformed controls or context (unknown keys, wrong types).
         """
-        from tubeless.pipeline._execute import execute_run
-
         return execute_run(
             self,
             {} if options is None else options,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tubeless.trace._steps import StepFold, StoredAttempt, StoredStep
+from tubeless.trace._stored_steps import StepFold, StoredAttempt, StoredStep
 
 __all__ = [
     "StoredAttempt",
