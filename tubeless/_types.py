@@ -2,8 +2,10 @@
 
 Public signatures use these names, and the packages re-export them: `SchemaLike` and
 `SchemaProtocol` from `tubeless.schema`; `ControlsLike`, `ContextLike`, `HooksLike` and
-`Hook` from `tubeless.pipeline`; the tool and agent callbacks from `tubeless.agent`. The
-classes they mention are imported for type checkers only, so this module loads nothing.
+`Hook` from `tubeless.pipeline`; the tool and agent callbacks from `tubeless.agent`. Trace
+sinks and hook sets are protocols of their own (`tubeless.trace.TraceSink`,
+`tubeless.pipeline.PipelineHooks`). The classes named here are imported for type checkers
+only, so this module loads nothing.
 """
 
 from __future__ import annotations
