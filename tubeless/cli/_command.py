@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._types import ContextLike, ControlsLike, HooksLike
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._command_args import CONTROL_KEYS, CommandArguments, Configure, Validate
 from tubeless.cli._exit import ExitCode, exit_code_for
@@ -21,7 +22,7 @@ from tubeless.cli._reporter_base import PipelineReporter, ReporterLog
 from tubeless.cli._schema_flags import infer_parameters, unsupported
 from tubeless.cli._terminal import sanitize_terminal_log
 from tubeless.errors import CliHelpRequested, CliValidationError
-from tubeless.pipeline import PipelinePlan, RunContext, RunControls
+from tubeless.pipeline import Pipeline, PipelinePlan, RunContext, RunControls
 
 __all__ = ["SIGINT_EXIT_CODE", "PipelineCommand", "define_pipeline_command"]
 
@@ -64,7 +65,7 @@ def _reporter_options(reporter: object) -> Mapping[str, Any] | None:
 
 
 def _domain_parameters(
-    pipeline: Any, overrides: Mapping[str, Mapping[str, Any]] | None, explicit: bool
+    pipeline: Pipeline, overrides: Mapping[str, Mapping[str, Any]] | None, explicit: bool
 ) -> tuple[CliParameter, ...]:
     schema = getattr(pipeline, "options_schema", None)
     if explicit or schema is None:
@@ -81,7 +82,7 @@ def _domain_parameters(
 
 
 def define_pipeline_command(
-    pipeline: Any,
+    pipeline: Pipeline,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -89,7 +90,7 @@ def define_pipeline_command(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     configure: Configure | None = None,
     validate: Validate | None = None,
-    hooks: Any = None,
+    hooks: HooksLike | None = None,
     reporter: bool | Mapping[str, Any] = True,
     summarize: Summarize | None = None,
 ) -> PipelineCommand:
@@ -161,7 +162,7 @@ def _hook_list(hooks: object) -> list[Any]:
     return list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
 
 
-def _context_fields(context: RunContext | Mapping[str, Any] | None) -> dict[str, Any]:
+def _context_fields(context: ContextLike | None) -> dict[str, Any]:
     if context is None:
         return {}
     if isinstance(context, RunContext):
@@ -194,11 +195,11 @@ class PipelineCommand:
 
     def __init__(
         self,
-        pipeline: Any,
+        pipeline: Pipeline,
         *,
         arguments: CommandArguments,
         map_options: MapOptions | None,
-        hooks: Any,
+        hooks: HooksLike | None,
         reporter: Mapping[str, Any] | None,
         summarize: Summarize | None,
     ) -> None:
@@ -214,7 +215,7 @@ class PipelineCommand:
         return f"PipelineCommand({self.id!r})"
 
     @property
-    def pipeline(self) -> Any:
+    def pipeline(self) -> Pipeline:
         """The pipeline the command runs."""
         return self._pipeline
 
@@ -253,7 +254,7 @@ class PipelineCommand:
         """A fresh argparse parser for the command (building it has no side effects)."""
         return self._arguments.build_parser()
 
-    def plan(self, controls: RunControls | Mapping[str, Any] | None = None) -> PipelinePlan:
+    def plan(self, controls: ControlsLike | None = None) -> PipelinePlan:
         """Plan the pipeline structurally: no parsing and no domain options."""
         plan: PipelinePlan = self._pipeline.plan(controls)
         return plan
@@ -277,9 +278,7 @@ class PipelineCommand:
         """
         return self._arguments.parse(argv, os.environ if env is None else env)
 
-    def execute(
-        self, values: Mapping[str, Any], *, context: RunContext | Mapping[str, Any] | None = None
-    ) -> Any:
+    def execute(self, values: Mapping[str, Any], *, context: ContextLike | None = None) -> Any:
         """Run the pipeline with parsed `values`; print the summary lines after success.
 
         The run's context is `context` with the reporter's logger as `log` and the hooks
@@ -302,7 +301,7 @@ class PipelineCommand:
         hooks += _hook_list(self._hooks)
         fields["hooks"] = hooks or None
         try:
-            value = self._pipeline.run_or_raise(options, _controls(parsed), fields)
+            value = self._pipeline.run_or_raise(options, controls=_controls(parsed), context=fields)
         finally:
             if reporter is not None:
                 reporter.close()
@@ -311,9 +310,7 @@ class PipelineCommand:
                 print(line, file=sys.stdout, flush=True)
         return value
 
-    def run(
-        self, argv: Sequence[str], *, context: RunContext | Mapping[str, Any] | None = None
-    ) -> Any:
+    def run(self, argv: Sequence[str], *, context: ContextLike | None = None) -> Any:
         """Parse `argv` and execute the values; raises what `parse` and `execute` raise."""
         return self.execute(self.parse(argv), context=context)
 

@@ -1,5 +1,9 @@
 """Trace records (wire format v3), their sinks and readers, and stored-run views."""
 
+import importlib as _importlib
+import typing as _typing
+
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
@@ -12,7 +16,6 @@ from tubeless.trace._projection import (
     project_runs,
 )
 from tubeless.trace._rules import TRACE_MESSAGE_LIMIT, TRACE_RECORD_BYTE_LIMIT
-from tubeless.trace._sqlite import SqliteTraceStore
 from tubeless.trace._wire import (
     TRACE_DETAIL_BYTE_LIMIT,
     TRACE_LIST_LIMIT,
@@ -25,6 +28,9 @@ from tubeless.trace._wire import (
     load_trace_schema,
     validate_record,
 )
+
+if _typing.TYPE_CHECKING:
+    from tubeless.trace._sqlite import SqliteTraceStore
 
 __all__ = [
     "TRACE_DETAIL_BYTE_LIMIT",
@@ -52,3 +58,19 @@ __all__ = [
     "read_ndjson",
     "validate_record",
 ]
+
+_show_public_module(__name__, __all__, globals())
+
+
+# sqlite3 loads when the store is first used (PEP 562).
+def __getattr__(name: str) -> object:
+    if name != "SqliteTraceStore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _importlib.import_module("tubeless.trace._sqlite").SqliteTraceStore
+    _show_public_module(__name__, [name], {name: value})
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "SqliteTraceStore"})
