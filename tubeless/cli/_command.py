@@ -16,12 +16,10 @@ from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected
 from tubeless.cli._interrupt import InterruptGuard
 from tubeless.cli._params import CliParameter, builtin_parameters
-from tubeless.cli._reporter import create_reporter
-from tubeless.cli._reporter_base import PipelineReporter, ReporterLog
 from tubeless.cli._schema_flags import infer_parameters, unsupported
-from tubeless.cli._terminal import sanitize_terminal_log
 from tubeless.errors import CliHelpRequested, CliValidationError
 from tubeless.pipeline import PipelinePlan, RunContext, RunControls
+from tubeless.progress import PipelineReporter, ReporterLog, create_reporter, sanitize_terminal_log
 
 __all__ = ["SIGINT_EXIT_CODE", "PipelineCommand", "define_pipeline_command"]
 

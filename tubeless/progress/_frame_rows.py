@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.cli._frame import Row
-from tubeless.cli._records import (
+from tubeless.progress._frame import Row
+from tubeless.progress._record_fields import (
     RunFacts,
     StepLabel,
     elapsed_ms,
@@ -21,7 +21,7 @@ from tubeless.cli._records import (
     step_label,
     summary_line,
 )
-from tubeless.cli._terminal import (
+from tubeless.progress._terminal import (
     Theme,
     format_count,
     format_duration,

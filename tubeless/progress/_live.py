@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from tubeless.cli._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
-from tubeless.cli._reporter_base import LogLevel, PipelineReporter
-from tubeless.cli._terminal import Theme, sanitize_terminal_log
-from tubeless.cli._tty_rows import RunView, frame_rows
+from tubeless.progress._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
+from tubeless.progress._frame_rows import RunView, frame_rows
+from tubeless.progress._reporter import LogLevel, PipelineReporter
+from tubeless.progress._terminal import Theme, sanitize_terminal_log
 
 __all__ = ["InteractiveReporter"]
 

@@ -1,15 +1,11 @@
-"""The live progress reporter: `create_reporter` and the plain (append-only) mode."""
+"""The plain reporter: append-only lines, for logs, CI and any stream that is not a terminal."""
 
 from __future__ import annotations
 
-import math
-import os
-import sys
-import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
-from tubeless.cli._records import (
+from tubeless.progress._record_fields import (
     StepLabel,
     elapsed_ms,
     error_message,
@@ -22,93 +18,19 @@ from tubeless.cli._records import (
     step_label,
     summary_line,
 )
-from tubeless.cli._reporter_base import LogLevel, PipelineReporter
-from tubeless.cli._reporter_tty import InteractiveReporter
-from tubeless.cli._terminal import (
-    SYMBOL_SETS,
-    SymbolsName,
+from tubeless.progress._reporter import LogLevel, PipelineReporter
+from tubeless.progress._terminal import (
     Theme,
-    color_enabled,
     format_duration,
     format_number,
-    interactive_allowed,
     sanitize_terminal_log,
     sanitize_terminal_text,
-    stream_is_tty,
-    stream_is_utf8,
 )
 
-__all__ = ["PlainReporter", "create_reporter"]
+__all__ = ["PLAIN_PROGRESS_INTERVAL", "PlainReporter"]
 
-PROGRESS_LINE_INTERVAL = 0.75
+PLAIN_PROGRESS_INTERVAL = 0.75
 """Seconds between two progress lines of one step (completion lines are never held)."""
-
-
-def create_reporter(
-    *,
-    stream: TextIO | None = None,
-    mode: Literal["auto", "interactive", "plain"] = "auto",
-    color: bool | None = None,
-    symbols: SymbolsName | None = None,
-    env: Mapping[str, str] | None = None,
-    refresh_interval: float = 0.08,
-    progress_bar_width: int = 20,
-    clock: Callable[[], float] | None = None,
-) -> PipelineReporter:
-    """Build a live progress reporter for one pipeline run.
-
-    Args:
-        stream: where to print; `sys.stderr` by default.
-        mode: `"plain"` prints append-only lines; `"interactive"` redraws one frame;
-            `"auto"` picks interactive only for a TTY whose `TERM` is not `dumb`, outside
-            CI (`CI` unset, empty, `0` or `false`).
-        color: ANSI colour on or off; None decides from `FORCE_COLOR`, `NO_COLOR`, `TERM`
-            and whether the stream is a TTY.
-        symbols: `"ascii"`, `"unicode"` or `"emoji"`; None picks Unicode for a UTF-8 TTY
-            (whose `TERM` is not `dumb`) and ASCII otherwise.
-        env: the environment to read; `os.environ` by default.
-        refresh_interval: seconds between repaints of the interactive frame.
-        progress_bar_width: cells of the interactive progress bar (at least 4).
-        clock: monotonic seconds, for elapsed times and the progress line throttle;
-            `time.monotonic` by default.
-
-    Returns:
-        The reporter; give its `hooks` and `log` to the run's context and close it after.
-
-    Raises:
-        ValueError: for an unknown mode or symbol set, or a refresh interval that is not
-            a positive number of seconds.
-    """
-    if mode not in ("auto", "interactive", "plain"):
-        raise ValueError(f"Unknown reporter mode: {mode!r}")
-    if symbols is not None and symbols not in SYMBOL_SETS:
-        raise ValueError(f"Unknown symbol set: {symbols!r}")
-    if not (math.isfinite(refresh_interval) and refresh_interval > 0):
-        raise ValueError("refresh_interval must be a positive number of seconds")
-    out = sys.stderr if stream is None else stream
-    environment: Mapping[str, str] = os.environ if env is None else env
-    tty = stream_is_tty(out)
-    if symbols is None:
-        capable = tty and stream_is_utf8(out) and environment.get("TERM") != "dumb"
-        symbols = "unicode" if capable else "ascii"
-    theme = Theme(
-        symbols=SYMBOL_SETS[symbols],
-        color=color_enabled(environment, tty) if color is None else color,
-        unicode=symbols != "ascii",
-    )
-    tick = time.monotonic if clock is None else clock
-    interactive = mode == "interactive" or (
-        mode == "auto" and interactive_allowed(environment, tty)
-    )
-    if interactive:
-        return InteractiveReporter(
-            stream=out,
-            theme=theme,
-            clock=tick,
-            refresh_interval=max(0.016, refresh_interval),
-            progress_bar_width=max(4, int(progress_bar_width)),
-        )
-    return PlainReporter(stream=out, theme=theme, clock=tick)
 
 
 class PlainReporter(PipelineReporter):
@@ -203,7 +125,7 @@ class PlainReporter(PipelineReporter):
         now = self._clock()
         finished = total is not None and completed >= total
         previous_at = self._progress_at.get(step_id)
-        if not finished and previous_at is not None and now - previous_at < PROGRESS_LINE_INTERVAL:
+        if not finished and previous_at is not None and now - previous_at < PLAIN_PROGRESS_INTERVAL:
             return
         self._progress_at[step_id] = now
         theme = self._theme

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.cli._terminal import format_duration, format_number, sanitize_terminal_text
+from tubeless.progress._terminal import format_duration, format_number, sanitize_terminal_text
 
 __all__ = [
     "RunFacts",
