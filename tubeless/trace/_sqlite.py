@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
-from tubeless.trace._rows import COLUMNS, INSERT, Row, record_row, row_record
+from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, record_row, row_record
 from tubeless.trace._wire import validate_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
