@@ -1,24 +1,19 @@
-"""The interactive reporter's picture of a run, and the frame rows drawn from it."""
+"""The rows of the live frame, drawn from the run's fold of trace records."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from tubeless.progress._frame import Row
 from tubeless.progress._record_fields import (
-    RunFacts,
-    StepLabel,
     elapsed_ms,
     error_message,
     field_number,
     field_text,
     has_visible_progress,
-    payload,
     run_facts,
     skip_detail,
-    step_label,
     summary_line,
 )
 from tubeless.progress._terminal import (
@@ -28,110 +23,27 @@ from tubeless.progress._terminal import (
     js_round,
     sanitize_terminal_text,
 )
+from tubeless.trace import RunFold, StepFold
 
-__all__ = ["MAX_DETAIL_DEPTH", "RunView", "StepView", "frame_rows"]
+__all__ = ["MAX_DETAIL_DEPTH", "frame_rows", "summary"]
 
 MAX_DETAIL_DEPTH = 32
 """Detail rows deeper than this are drawn at this depth."""
 
-_STEP_SETTLED = ("step.complete", "step.failed", "step.cancelled", "step.skipped")
+
+def summary(fold: RunFold) -> tuple[str, bool] | None:
+    """The closing line and whether the run completed, once `pipeline.completed` arrived."""
+    completed, started = fold.completed, fold.started
+    if completed is None:
+        return None
+    return summary_line(
+        completed, None if started is None else field_number(started, "timestampMs")
+    )
 
 
-@dataclasses.dataclass(slots=True)
-class StepView:
-    """What the frame shows for one step."""
-
-    label: StepLabel
-    """The step's display name and description."""
-    status: str = "planned"
-    """`planned`, `running`, `completed`, `failed`, `cancelled` or `skipped`."""
-    started_at: float | None = None
-    """When the step started, by the reporter's clock (seconds)."""
-    started_ms: float | None = None
-    """When the step started, by the record's `timestampMs`."""
-    progress: Mapping[str, Any] | None = None
-    """The last progress snapshot that said anything."""
-    duration_ms: float = 0.0
-    """How long a completed step ran."""
-    note: str = ""
-    """The error message of a failed or cancelled step, or why it was skipped."""
-
-
-@dataclasses.dataclass(slots=True)
-class RunView:
-    """What the frame shows for one run, updated record by record."""
-
-    facts: RunFacts
-    """What `pipeline.started` said."""
-    steps: dict[str, StepView] = dataclasses.field(default_factory=dict)
-    """Every planned step, in plan order."""
-    finalize: str = "idle"
-    """`idle`, `running`, `completed` or `failed`."""
-    finalize_ms: float = 0.0
-    """How long finalization took."""
-    finalize_note: str = ""
-    """Why finalization failed."""
-    summary: str | None = None
-    """The closing line, once `pipeline.completed` arrived."""
-    succeeded: bool = False
-    """Whether the run completed."""
-
-    @classmethod
-    def start(cls, record: Mapping[str, Any]) -> RunView:
-        """A view of the run that a `pipeline.started` record announces."""
-        return cls(facts=run_facts(record))
-
-    def apply(self, record: Mapping[str, Any], now: float) -> bool:
-        """Update the view from one record.
-
-        Returns:
-            True when the record only moved a running step's progress (repaints of those
-            may be coalesced).
-        """
-        name = record.get("name")
-        if name == "step.running":
-            return self._running(record, now)
-        if name in _STEP_SETTLED or name == "step.planned":
-            self._step_event(str(name), record)
-        elif name == "pipeline.finalize.started":
-            self.finalize = "running"
-        elif name == "pipeline.finalize.completed":
-            self.finalize, self.finalize_ms = "completed", field_number(record, "durationMs") or 0
-        elif name == "pipeline.finalize.failed":
-            self.finalize, self.finalize_note = "failed", error_message(record)
-        elif name == "pipeline.completed":
-            self.summary, self.succeeded = summary_line(record, self.facts.started_ms)
-        return False
-
-    def _step(self, record: Mapping[str, Any]) -> StepView:
-        step_id = field_text(record, "stepId") or "?"
-        view = self.steps.get(step_id)
-        if view is None:
-            view = self.steps[step_id] = StepView(StepLabel(sanitize_terminal_text(step_id), ""))
-        return view
-
-    def _running(self, record: Mapping[str, Any], now: float) -> bool:
-        step = self._step(record)
-        progress_only = step.status == "running"
-        if not progress_only:
-            step.status, step.started_at = "running", now
-            step.started_ms = field_number(record, "timestampMs")
-        progress = payload(record).get("progress")
-        if isinstance(progress, Mapping) and has_visible_progress(progress):
-            step.progress = progress
-        return progress_only
-
-    def _step_event(self, name: str, record: Mapping[str, Any]) -> None:
-        if name == "step.planned":
-            self.steps[field_text(record, "stepId") or "?"] = StepView(step_label(record))
-            return
-        step = self._step(record)
-        if name == "step.complete":
-            step.status, step.duration_ms = "completed", elapsed_ms(record, step.started_ms)
-        elif name in ("step.failed", "step.cancelled"):
-            step.status, step.note = name[len("step.") :], error_message(record)
-        elif name == "step.skipped":
-            step.status, step.note = "skipped", skip_detail(record, prefer_dependency=False)
+def _visible_progress(step: StepFold) -> Mapping[str, Any] | None:
+    progress = step.progress
+    return progress if progress is not None and has_visible_progress(progress) else None
 
 
 def _progress_text(progress: Mapping[str, Any], width: int, theme: Theme) -> str:
@@ -181,47 +93,58 @@ def _detail_row(
     return Row(f"{'  ' * (depth + 2)}{symbol} {body}{progress}", live=live)
 
 
-def _step_row(step: StepView, theme: Theme, spinner: str, now: float, width: int) -> Row:
-    symbols, name = theme.symbols, step.label.name
+def _step_row(
+    step: StepFold, theme: Theme, spinner: str, elapsed_s: float | None, width: int
+) -> Row:
+    symbols = theme.symbols
+    name = sanitize_terminal_text(step.name or step.id)
     if step.status == "running":
-        progress = f" {_progress_text(step.progress, width, theme)}" if step.progress else ""
+        progress = _visible_progress(step)
+        bar = f" {_progress_text(progress, width, theme)}" if progress else ""
         elapsed = ""
-        if step.started_at is not None:
-            elapsed = " " + theme.paint(
-                "description", format_duration((now - step.started_at) * 1000)
-            )
-        return Row(f"  {theme.paint('start', spinner)} {name}{progress}{elapsed}", live=True)
+        if elapsed_s is not None:
+            elapsed = " " + theme.paint("description", format_duration(elapsed_s * 1000))
+        return Row(f"  {theme.paint('start', spinner)} {name}{bar}{elapsed}", live=True)
+    ended = step.ended or {}
     if step.status == "completed":
-        duration = f"({format_duration(step.duration_ms)})"
+        duration = f"({format_duration(elapsed_ms(ended, step.started_at_ms))})"
         text = f"{theme.paint('complete', symbols.complete)} {name} "
         return Row(f"  {text}{theme.paint('description', duration)}")
     if step.status == "failed":
-        return Row(f"  {theme.paint('fail', symbols.fail)} {name}: {step.note}")
+        return Row(f"  {theme.paint('fail', symbols.fail)} {name}: {error_message(ended)}")
     if step.status == "cancelled":
-        return Row(f"  {theme.paint('skip', symbols.skip)} {name}: cancelled: {step.note}")
+        note = error_message(ended)
+        return Row(f"  {theme.paint('skip', symbols.skip)} {name}: cancelled: {note}")
     if step.status == "skipped":
-        note = theme.paint("description", f"({step.note})")
+        note = theme.paint("description", f"({skip_detail(ended, prefer_dependency=False)})")
         return Row(f"  {theme.paint('skip', symbols.skip)} {name} {note}")
     pending = theme.paint("description", symbols.pending)
     return Row(f"  {pending} {name} {theme.paint('description', 'waiting')}")
 
 
-def _finalize_row(view: RunView, theme: Theme, spinner: str) -> Row | None:
-    symbols = theme.symbols
-    if view.finalize == "running":
+def _finalize_row(fold: RunFold, theme: Theme, spinner: str) -> Row | None:
+    symbols, record = theme.symbols, fold.finalize
+    if record is None:
+        return None
+    name = record.get("name")
+    if name == "pipeline.finalize.started":
         return Row(f"  {theme.paint('start', spinner)} finalize", live=True)
-    if view.finalize == "completed":
-        duration = theme.paint("description", f"({format_duration(view.finalize_ms)})")
-        return Row(f"  {theme.paint('complete', symbols.complete)} finalize {duration}")
-    if view.finalize == "failed":
-        return Row(f"  {theme.paint('fail', symbols.fail)} finalize: {view.finalize_note}")
+    if name == "pipeline.finalize.completed":
+        duration = format_duration(field_number(record, "durationMs") or 0)
+        return Row(
+            f"  {theme.paint('complete', symbols.complete)} finalize"
+            f" {theme.paint('description', f'({duration})')}"
+        )
+    if name == "pipeline.finalize.failed":
+        return Row(f"  {theme.paint('fail', symbols.fail)} finalize: {error_message(record)}")
     return None
 
 
-def _header(view: RunView, theme: Theme) -> str:
-    if view.summary is not None:
-        return theme.paint("complete" if view.succeeded else "fail", view.summary)
-    facts = view.facts
+def _header(fold: RunFold, theme: Theme) -> str:
+    closing = summary(fold)
+    if closing is not None:
+        return theme.paint("complete" if closing[1] else "fail", closing[0])
+    facts = run_facts(fold.started or {})
     return theme.paint(
         "pipeline",
         f"Pipeline {facts.pipeline_id} ({facts.step_count} steps, dryRun={facts.dry_run})",
@@ -229,25 +152,31 @@ def _header(view: RunView, theme: Theme) -> str:
 
 
 def frame_rows(
-    view: RunView, theme: Theme, *, spinner: str, now: float, bar_width: int
+    fold: RunFold,
+    theme: Theme,
+    *,
+    spinner: str,
+    elapsed: Mapping[str, float],
+    bar_width: int,
 ) -> list[Row]:
     """Draw the whole frame: header, one row per step with its detail rows, finalize.
 
     Args:
-        view: the run to draw.
+        fold: the run's records so far.
         theme: symbols and colours.
         spinner: the spinner character of this repaint.
-        now: the reporter's clock now, for elapsed times.
+        elapsed: seconds each running step has run, by the reporter's clock.
         bar_width: cells of a progress bar.
     """
-    rows = [Row(_header(view, theme))]
-    for step in view.steps.values():
-        rows.append(_step_row(step, theme, spinner, now, bar_width))
-        details = step.progress.get("details") if step.progress else None
+    rows = [Row(_header(fold, theme))]
+    for step in fold.steps.values():
+        rows.append(_step_row(step, theme, spinner, elapsed.get(step.id), bar_width))
+        progress = _visible_progress(step)
+        details = progress.get("details") if progress else None
         for detail in details if isinstance(details, list) else ():
             if isinstance(detail, Mapping):
                 rows.append(_detail_row(detail, step.status, theme, spinner, bar_width))
-    finalize = _finalize_row(view, theme, spinner)
+    finalize = _finalize_row(fold, theme, spinner)
     if finalize is not None:
         rows.append(finalize)
     return rows
