@@ -333,7 +333,7 @@ class PipelineCommand:
             return ExitCode.VALIDATION
         run_signal = threading.Event()
         code: int = ExitCode.SUCCESS
-        with InterruptGuard(run_signal, sys.stderr) as guard:
+        with InterruptGuard(run_signal) as guard:
             try:
                 self.execute(values, context={"signal": run_signal})
             except Exception as error:

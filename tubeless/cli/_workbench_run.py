@@ -95,7 +95,7 @@ def _execute(command: PipelineCommand, app_args: Sequence[str], sink: Any, cwd: 
     if cwd is not None:
         context["cwd"] = cwd
     code: int = ExitCode.SUCCESS
-    with InterruptGuard(run_signal, sys.stderr) as guard:
+    with InterruptGuard(run_signal) as guard:
         try:
             command.run(app_args, context=context)
         except CliHelpRequested as request:
