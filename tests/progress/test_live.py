@@ -271,6 +271,24 @@ def test_interactive_running_frame_shows_bar_percent_message_and_elapsed() -> No
     ]
 
 
+def test_an_agent_step_shows_its_turn_and_limit_not_a_percentage() -> None:
+    """An iterating step counts turns against a limit: its row says `turn 3 (limit 6)`."""
+    clock = FakeClock()
+    stream = io.StringIO()
+    reporter = interactive(stream, clock=clock, refresh_interval=0.5)
+    agent = planned("agent")
+    agent["payload"]["nestedPipeline"] = {"mode": "iterate", "maxIterations": 6}
+    feed(reporter, [started(1), agent, running("agent")])
+    clock.now += 1
+    progress = {"completed": 2, "total": 6, "message": "turn 3 (limit 6): 1/2 calls"}
+    feed(reporter, [running("agent", {**progress, "detailCount": 0})])
+    reporter.close()
+    assert Screen(24).feed(stream.getvalue()).text() == [
+        "Pipeline demo (1 steps, dryRun=false)",
+        "  ⠹ agent turn 3 (limit 6): 1/2 calls 1s",
+    ]
+
+
 def test_interactive_ascii_frame() -> None:
     """ASCII symbols use `=`/`-` bars and ASCII spinner frames."""
     stream = io.StringIO()

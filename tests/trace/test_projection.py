@@ -308,3 +308,12 @@ def test_a_run_fold_keeps_the_latest_finalize_record() -> None:
     fold.add(_record("pipeline.finalize.completed", durationMs=3))
     assert fold.finalize is not None and fold.finalize["name"] == "pipeline.finalize.completed"
     assert fold.freeze().event_count == 2
+
+
+def test_a_late_progress_record_never_reopens_a_settled_step() -> None:
+    """A `step.running` after the step's terminal record leaves it settled."""
+    fold = RunFold(STREAM[0])
+    fold.add(_record("step.failed", stepId="s", payload={"status": "failed"}))
+    fold.add(_record("step.running", stepId="s", payload={"progress": {"completed": 1}}))
+    assert fold.steps["s"].status == "failed"
+    assert fold.freeze().steps[0].progress is None

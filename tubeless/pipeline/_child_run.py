@@ -157,11 +157,12 @@ class IterationRunner:
         self.transition: Callable[..., Any] = config["transition"]
         self.map_options: Callable[..., Any] | None = config["map_options"]
         self.controls: object = config["controls"]
+        self.unit: str = config.get("unit", "iteration")
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         state = self.initial_state(inputs, context)
         progress = (
-            IterationProgress(self.max_iterations, context.offer_progress)
+            IterationProgress(self.max_iterations, context.offer_progress, unit=self.unit)
             if observed(context)
             else None
         )

@@ -12,6 +12,7 @@ from tubeless.progress._record_fields import (
     field_number,
     field_text,
     has_visible_progress,
+    is_iteration,
     run_facts,
     skip_detail,
     summary_line,
@@ -101,6 +102,9 @@ def _step_row(
     if step.status == "running":
         progress = _visible_progress(step)
         bar = f" {_progress_text(progress, width, theme)}" if progress else ""
+        if progress and is_iteration(step):
+            # Iterations count against a limit, which the message states: no percentage.
+            bar = f" {sanitize_terminal_text(field_text(progress, 'message') or '')}".rstrip()
         elapsed = ""
         if elapsed_s is not None:
             elapsed = " " + theme.paint("description", format_duration(elapsed_s * 1000))

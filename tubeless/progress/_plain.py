@@ -11,8 +11,10 @@ from tubeless.progress._record_fields import (
     field_number,
     field_text,
     has_visible_progress,
+    is_iteration,
     payload,
     run_facts,
+    setback_rows,
     skip_detail,
     summary_line,
 )
@@ -32,6 +34,10 @@ PLAIN_PROGRESS_INTERVAL = 0.75
 """Seconds between two progress lines of one step (completion lines are never held)."""
 
 
+def _total_text(total: float | None) -> str:
+    return "?" if total is None else format_number(total)
+
+
 class PlainReporter(PipelineReporter):
     """Append-only lines, one per step event, safe for logs and CI output."""
 
@@ -40,6 +46,10 @@ class PlainReporter(PipelineReporter):
         self._fold: RunFold | None = None
         # Per step: when its last progress line was printed (by `clock`).
         self._progress_at: dict[str, float] = {}
+        # Per iterating step: the iteration count of its last line.
+        self._iterations: dict[str, float] = {}
+        # (step id, detail row id) of every failed or cancelled row printed, and its groups.
+        self._announced: set[tuple[str, str]] = set()
         self._handlers: dict[str, Callable[[Mapping[str, Any]], None]] = {
             "pipeline.started": self._pipeline_started,
             "step.running": self._step_running,
@@ -58,6 +68,8 @@ class PlainReporter(PipelineReporter):
         if name == "pipeline.started":
             self._fold = RunFold(record)
             self._progress_at.clear()
+            self._iterations.clear()
+            self._announced.clear()
         fold = self._fold
         if fold is None:
             return False
@@ -110,32 +122,66 @@ class PlainReporter(PipelineReporter):
         self._line(f"  {theme.paint('start', theme.symbols.start)} {self._name(record)}{suffix}")
 
     def _step_running(self, record: Mapping[str, Any]) -> None:
-        step_id = field_text(record, "stepId") or "?"
+        step = self._step(record)
         progress = payload(record).get("progress")
-        if isinstance(progress, Mapping) and has_visible_progress(progress):
-            self._progress(step_id, record, progress)
+        if step.ended is not None or not isinstance(progress, Mapping):
+            return  # a settled step's late progress says nothing new
+        if has_visible_progress(progress):
+            self._progress(step, record, progress)
+        self._setbacks(record, progress)
 
     def _progress(
-        self, step_id: str, record: Mapping[str, Any], progress: Mapping[str, Any]
+        self, step: StepFold, record: Mapping[str, Any], progress: Mapping[str, Any]
     ) -> None:
         completed = field_number(progress, "completed") or 0
         total = field_number(progress, "total")
         message = field_text(progress, "message")
-        text = f"{format_number(completed)}/{format_number(total) if total is not None else '?'}"
+        iteration = is_iteration(step)
+        # An iteration count is against a limit, which the message states: no `n/total`.
+        parts = [] if iteration else [f"{format_number(completed)}/{_total_text(total)}"]
         if message:
-            text += f" {sanitize_terminal_text(message)}"
+            parts.append(sanitize_terminal_text(message))
+        text = " ".join(parts)
         now = self._clock()
-        finished = total is not None and completed >= total
-        previous_at = self._progress_at.get(step_id)
-        if not finished and previous_at is not None and now - previous_at < PLAIN_PROGRESS_INTERVAL:
+        # A new iteration (an agent's turn) always gets its line; other updates may merge.
+        urgent = (
+            self._iterations.get(step.id) != completed
+            if iteration
+            else total is not None and completed >= total
+        )
+        previous_at = self._progress_at.get(step.id)
+        if not urgent and previous_at is not None and now - previous_at < PLAIN_PROGRESS_INTERVAL:
             return
-        self._progress_at[step_id] = now
+        self._progress_at[step.id] = now
+        if iteration:
+            self._iterations[step.id] = completed
         theme = self._theme
         name = self._name(record)
         self._line(
             f"  {theme.paint('description', theme.ellipsis)} {name}"
             f" {theme.paint('description', text)}"
         )
+
+    def _setbacks(self, record: Mapping[str, Any], progress: Mapping[str, Any]) -> None:
+        """One line per failed or cancelled detail row (a tool call, an item), once each."""
+        theme = self._theme
+        marker = "›" if theme.unicode else ">"
+        for row in setback_rows(progress):
+            row_id = field_text(row, "id") or "?"
+            key = (field_text(record, "stepId") or "?", row_id)
+            if key in self._announced:
+                continue  # printed already, or a row inside it was (a failed call's batch)
+            # A row and every group holding it count as told.
+            parts = row_id.split("/")
+            self._announced.update((key[0], "/".join(parts[:n])) for n in range(1, len(parts) + 1))
+            title = sanitize_terminal_text(field_text(row, "name") or row_id)
+            label = sanitize_terminal_text(field_text(row, "label") or "")
+            if field_text(row, "status") == "cancelled":
+                symbol, label = theme.paint("skip", theme.symbols.skip), f"cancelled {label}"
+            else:
+                symbol = theme.paint("fail", theme.symbols.fail)
+            detail = f": {label.strip()}" if label.strip() else ""
+            self._line(f"  {symbol} {self._name(record)} {marker} {title}{detail}")
 
     def _step_complete(self, record: Mapping[str, Any]) -> None:
         self._forget_progress(record)

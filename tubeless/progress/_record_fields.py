@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tubeless.progress._terminal import format_duration, format_number, sanitize_terminal_text
+from tubeless.trace import StepFold
 
 __all__ = [
     "RunFacts",
@@ -16,8 +17,10 @@ __all__ = [
     "field_number",
     "field_text",
     "has_visible_progress",
+    "is_iteration",
     "payload",
     "run_facts",
+    "setback_rows",
     "skip_detail",
     "summary_line",
 ]
@@ -135,3 +138,29 @@ def summary_line(record: Mapping[str, Any], started_ms: float | None) -> tuple[s
         f" errors={format_number(errors) if errors is not None else '?'})"
     )
     return line, status == "completed"
+
+
+def is_iteration(step: StepFold) -> bool:
+    """Whether the step repeats a child run (`iterate`, an agent's turns).
+
+    Its progress counts iterations against a limit, not towards an estimate, so it is
+    shown as its message (`turn 3 (limit 6)`), never as a percentage.
+    """
+    nested = step.nested_pipeline
+    return isinstance(nested, Mapping) and nested.get("mode") == "iterate"
+
+
+def setback_rows(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The failed and cancelled detail rows of a progress snapshot that have no child rows.
+
+    A group row (a turn, a batch of calls) fails because of a row inside it, which says why.
+    """
+    details = progress.get("details")
+    rows = [row for row in details if isinstance(row, Mapping)] if isinstance(details, list) else []
+    ids = [field_text(row, "id") or "" for row in rows]
+    return [
+        row
+        for row, row_id in zip(rows, ids, strict=True)
+        if field_text(row, "status") in ("failed", "cancelled")
+        and not any(other.startswith(f"{row_id}/") for other in ids)
+    ]

@@ -174,6 +174,11 @@ class StepFold:
         return self._step.get("progress")
 
     @property
+    def nested_pipeline(self) -> Mapping[str, Any] | None:
+        """The child pipeline summary from `step.planned` (`mode` `iterate`, ...)."""
+        return self._step.get("nested_pipeline")
+
+    @property
     def ended(self) -> Mapping[str, Any] | None:
         """Its terminal record (`step.complete`, `.failed`, `.skipped` or `.cancelled`)."""
         return self._ended
@@ -191,6 +196,8 @@ class StepFold:
         if record.get("attemptId"):
             self._add_attempt(record)
         if name == "step.running":
+            if self._ended is not None:
+                return  # a late progress record never reopens a settled step
             self._step["status"] = "running"
             self._step.setdefault("started_at_ms", record["timestampMs"])
             self._progress(payload.get("progress"))
