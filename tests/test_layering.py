@@ -31,6 +31,7 @@ CONFINED = {
     "referencing": "schema",
     "sqlite3": "trace/_sqlite.py",
     "argparse": "cli",
+    "opentelemetry": "trace/otel/",
     "requests": None,
 }
 
@@ -77,7 +78,7 @@ def test_module_imports_only_lower_layers(path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_third_party_imports_stay_in_their_place(path: pathlib.Path) -> None:
-    """jsonschema/referencing, sqlite3, argparse and requests are each imported in one place."""
+    """jsonschema/referencing, sqlite3, argparse, opentelemetry, requests: each in one place."""
     relative = path.relative_to(PACKAGE).as_posix()
     tree = ast.parse(path.read_text("utf-8"))
     for name in _runtime_imports(tree):

@@ -17,6 +17,7 @@ PUBLIC_MODULES = [
     "tubeless.schema",
     "tubeless.testing",
     "tubeless.trace",
+    "tubeless.trace.otel",
 ]
 
 
