@@ -6,6 +6,7 @@ from tubeless.errors import MissingExtraError
 
 try:
     from opentelemetry import trace as trace_api
+    from opentelemetry.context import Context
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace import Tracer as SdkTracer
@@ -18,6 +19,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess
     ) from error
 
 __all__ = [
+    "Context",
     "IdGenerator",
     "ReadableSpan",
     "Resource",

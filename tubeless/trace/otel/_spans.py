@@ -12,7 +12,15 @@ from typing import Any
 
 from tubeless.trace.otel import _mapping as mapping
 from tubeless.trace.otel._ids import RunIds, span_id, trace_id
-from tubeless.trace.otel._sdk import Span, SpanContext, SpanKind, Status, StatusCode, trace_api
+from tubeless.trace.otel._sdk import (
+    Context,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    trace_api,
+)
 
 __all__ = ["SpanBuilder"]
 
@@ -234,7 +242,8 @@ class SpanBuilder:
     ) -> _Open:
         if self._ids is not None:
             self._ids.expect(run.trace, span)
-        context = None if parent is None else trace_api.set_span_in_context(parent)
+        # An empty context for a root: the caller's active span must not become its parent.
+        context = Context() if parent is None else trace_api.set_span_in_context(parent)
         start = run.start_ns if at_ns is None else at_ns
         opened = self._tracer.start_span(
             _bounded(name),
