@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
+from tubeless.cli._export import run_export
 from tubeless.cli._failure import print_failure, print_rejected
 from tubeless.cli._history import run_history
 from tubeless.cli._run import run_run
@@ -25,6 +26,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plan": run_plan,
     "graph": run_graph,
     "history": run_history,
+    "export": run_export,
 }
 
 
