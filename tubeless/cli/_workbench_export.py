@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._terminal import sanitize_terminal_text
 from tubeless.errors import (
     CliLoadError,
     CliUsageError,
@@ -18,8 +17,9 @@ from tubeless.errors import (
     TraceSinkError,
     TraceStoreError,
 )
+from tubeless.progress import sanitize_terminal_text
 
-__all__ = ["run_export", "run_tree"]
+__all__ = ["handle_export", "run_tree"]
 
 _QUOTE_LIMIT = 200
 
@@ -78,7 +78,7 @@ def _endpoint(value: str | None) -> str | None:
     return value
 
 
-def run_export(arguments: argparse.Namespace) -> int:
+def handle_export(arguments: argparse.Namespace) -> int:
     """Send the spans of the stored runs (or of RUN_ID's run tree) to the OTLP endpoint.
 
     Raises:
