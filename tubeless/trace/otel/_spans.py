@@ -55,22 +55,30 @@ def _nanoseconds(record: Mapping[str, Any]) -> int:
     return int(milliseconds * 1_000_000)
 
 
-def _fail(span: Span, error: Mapping[str, Any] | None, error_type: str | None = None) -> None:
-    attributes = _select(mapping.ERROR_ATTRIBUTES, error or {})
-    if error_type is not None:
-        attributes.setdefault("error.type", error_type)
-    span.set_attributes(attributes)
-    span.set_status(Status(StatusCode.ERROR, attributes.get("error.type")))
-
-
 @dataclasses.dataclass(slots=True)
 class _Open:
-    """A started span and when it started (an end never precedes it)."""
+    """A started span, when it started (an end never precedes it) and attributes to add.
+
+    Attributes learnt while the span is open are set once, when it ends: each
+    `set_attributes` call costs the SDK a pass over its attribute limits.
+    """
 
     span: Span
     start_ns: int
+    pending: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def fail(self, error: Mapping[str, Any] | None, error_type: str | None = None) -> None:
+        """Mark the span ERROR with the error's code (or `error_type`) and kind."""
+        attributes = _select(mapping.ERROR_ATTRIBUTES, error or {})
+        if error_type is not None:
+            attributes.setdefault("error.type", error_type)
+        self.pending.update(attributes)
+        self.span.set_status(Status(StatusCode.ERROR, attributes.get("error.type")))
 
     def end(self, at_ns: int) -> None:
+        """Set the pending attributes and end the span at `at_ns`."""
+        if self.pending:
+            self.span.set_attributes(self.pending)
         self.span.end(end_time=max(at_ns, self.start_ns))
 
 
@@ -302,15 +310,15 @@ class SpanBuilder:
         }
         if record["stepId"] == run.folded:
             assert run.body is not None
-            run.body.span.set_attributes(attributes)
+            run.body.pending.update(attributes)
         else:
-            self._step(run, record).span.set_attributes(attributes)
+            self._step(run, record).pending.update(attributes)
         tool = attributes.get("agent.tool")
         if run.outer is not None and run.role == "call" and isinstance(tool, str):
             run.facts["tool"] = tool
             rule = mapping.SPAN_MAPPING["call"]
             run.outer.span.update_name(_bounded(rule.name.format_map(run.facts)))
-            run.outer.span.set_attributes(_select(rule.facts, run.facts))
+            run.outer.pending.update(_select(rule.facts, run.facts))
 
     def _step_ended(self, run: _Run, record: Mapping[str, Any]) -> None:
         if record["stepId"] == run.folded:
@@ -320,9 +328,9 @@ class SpanBuilder:
         run.ended.add(record["stepId"])
         payload = record["payload"]
         facts = {"status": payload.get("status"), "reason": payload.get("reason")}
-        opened.span.set_attributes(_select(mapping.STEP_ATTRIBUTES, facts))
+        opened.pending.update(_select(mapping.STEP_ATTRIBUTES, facts))
         if "error" in record:
-            _fail(opened.span, record["error"])
+            opened.fail(record["error"])
         opened.end(_nanoseconds(record))
 
     def _completed(self, run: _Run, record: Mapping[str, Any]) -> None:
@@ -339,14 +347,14 @@ class SpanBuilder:
         failed = error is not None or error_type is not None
         for opened in reversed(list(run.steps.values())):
             if failed:
-                _fail(opened.span, error, error_type or mapping.INCOMPLETE_ERROR_TYPE)
+                opened.fail(error, error_type or mapping.INCOMPLETE_ERROR_TYPE)
             opened.end(at_ns)
         run.steps.clear()
         closing = [run.body] if run.outer in (None, run.body) else [run.body, run.outer]
         ending = _select(_ENDING_ATTRIBUTES, run.facts)
         for each in closing:
             assert each is not None
-            each.span.set_attributes(ending)
+            each.pending.update(ending)
             if failed:
-                _fail(each.span, error, error_type)
+                each.fail(error, error_type)
             each.end(at_ns)
