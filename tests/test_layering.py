@@ -89,3 +89,154 @@ def test_third_party_imports_stay_in_their_place(path: pathlib.Path) -> None:
         home = CONFINED[root]
         assert home is not None, f"{relative} must not import {root}"
         assert relative.startswith(home), f"{relative} must not import {root} ({home} owns it)"
+
+
+# -- seams and cycles ------------------------------------------------------------------
+#
+# A package (a directory of tubeless) shows other parts its public `__init__` and, at most,
+# one seam module: internal API for the tubeless packages above it, documented in its own
+# docstring. Everything else in it is private to it.
+SEAM = "lowlevel"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    relative = path.relative_to(PACKAGE).with_suffix("")
+    parts = [PACKAGE.name, *relative.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _known_modules() -> dict[str, pathlib.Path]:
+    return {_module_name(path): path for path in _modules()}
+
+
+def _absolute(node: ast.ImportFrom, path: pathlib.Path) -> str:
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _imported(path: pathlib.Path, *, type_checking: bool) -> list[tuple[str, int]]:
+    """Every tubeless module `path` imports (`(name, line)`), inside functions too.
+
+    `from a import b` counts `a`, and `a.b` when that is a module; imports under
+    `if TYPE_CHECKING:` count only when `type_checking` is true.
+    """
+    known = _known_modules()
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child) and not type_checking:
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, child.lineno) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                module = _absolute(child, path)
+                found.append((module, child.lineno))
+                for alias in child.names:
+                    if f"{module}.{alias.name}" in known:
+                        found.append((f"{module}.{alias.name}", child.lineno))
+            visit(child)
+
+    visit(ast.parse(path.read_text("utf-8")))
+    return [(name, line) for name, line in found if name.split(".")[0] == PACKAGE.name]
+
+
+def _subpackages() -> list[pathlib.Path]:
+    return sorted(path.parent for path in PACKAGE.glob("*/__init__.py"))
+
+
+def _private_reach(importer: str, imported: str) -> str | None:
+    """The private module `imported` reaches into, when it belongs to another package."""
+    parts = imported.split(".")
+    if len(parts) < 3 or not (PACKAGE / parts[1] / "__init__.py").exists():
+        return None
+    if importer == ".".join(parts[:2]) or importer.startswith(".".join(parts[:2]) + "."):
+        return None
+    if parts[2] == SEAM and all(not part.startswith("_") for part in parts[3:]):
+        return None
+    # A public subpackage (`tubeless.trace.otel`) is reached through its own `__init__`.
+    subpackage = PACKAGE.joinpath(*parts[1:], "__init__.py")
+    if subpackage.exists() and all(not part.startswith("_") for part in parts[2:]):
+        return None
+    return imported
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_other_packages_are_reached_only_through_their_seam(path: pathlib.Path) -> None:
+    """A module imports another package only through its `__init__` or its seam module."""
+    importer = _module_name(path)
+    for name, line in _imported(path, type_checking=True):
+        reach = _private_reach(importer, name)
+        assert reach is None, (
+            f"{path.relative_to(PACKAGE)}:{line} imports {reach}: use "
+            f"{'.'.join(name.split('.')[:2])} or its {SEAM} module"
+        )
+
+
+@pytest.mark.parametrize("package", _subpackages(), ids=lambda p: p.name)
+def test_a_package_shows_at_most_one_seam_module(package: pathlib.Path) -> None:
+    """Besides `__init__`, a package's only module without a leading underscore is its seam."""
+    public = sorted(
+        path.name
+        for path in package.rglob("*.py")
+        if path.name != "__init__.py" and not path.name.startswith("_")
+    )
+    assert public in ([], [f"{SEAM}.py"]), f"{package.name} shows {public}"
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of `graph` as a path that ends where it starts, or `None`."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+@pytest.mark.parametrize("package", _subpackages(), ids=lambda p: p.name)
+def test_no_import_cycle_inside_a_package(package: pathlib.Path) -> None:
+    """The modules of a package import each other without a cycle, even inside functions.
+
+    Only imports under `if TYPE_CHECKING:` are exempt: a cycle held together by imports
+    inside functions is still a cycle.
+    """
+    inside = {_module_name(path): path for path in package.rglob("*.py")}
+    graph = {
+        name: {
+            target
+            for target, _ in _imported(path, type_checking=False)
+            if target in inside and target != name
+        }
+        for name, path in inside.items()
+    }
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])

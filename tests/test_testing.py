@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 import pytest
 
+from tubeless.agent import define_agent, define_tool
 from tubeless.errors import TraceRecordError, TraceSinkError
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import MemoryTraceSink, ScriptedDecide, scripted_decide
 
 
 def _record(message: str) -> dict[str, Any]:
@@ -80,3 +82,107 @@ def test_memory_sink_is_thread_safe() -> None:
     for thread in threads:
         thread.join()
     assert len(sink.records) == 2000
+
+
+# -- scripted_decide: test agents without a model by replaying decisions ------------
+
+TEXT = {"type": "string"}
+
+
+def _agent(decide: Any) -> Any:
+    echo = define_tool(
+        description="Echo", input_schema=TEXT, output_schema=TEXT, run=lambda v, c: v
+    )
+    return define_agent(
+        id="scripted",
+        input_schema={"type": "object"},
+        result_schema=TEXT,
+        initial_state=lambda options: {"log": [], "name": options.get("name", "")},
+        decide=decide,
+        tools={"echo": echo},
+        reduce=lambda state, outcomes: {
+            "log": [*state["log"], *(o["value"] for o in outcomes)],
+            "name": state["name"],
+        },
+    )
+
+
+def _echo(call_id: str, value: str) -> dict[str, Any]:
+    return {"kind": "continue", "calls": [{"id": call_id, "tool": "echo", "input": value}]}
+
+
+def test_entries_are_replayed_by_turn() -> None:
+    """Turn n returns entry n - 1; `seen` records each turn with the state it got."""
+    decide = scripted_decide(
+        [_echo("a", "one"), _echo("b", "two"), {"kind": "finish", "result": "ok"}]
+    )
+
+    run = _agent(decide).run({})
+
+    assert isinstance(decide, ScriptedDecide)
+    assert run.value == "ok"
+    assert decide.seen == [
+        (1, {"log": (), "name": ""}),
+        (2, {"log": ("one",), "name": ""}),
+        (3, {"log": ("one", "two"), "name": ""}),
+    ]
+
+
+def test_callable_entries_get_state_and_context() -> None:
+    """A callable entry builds its decision from the state and the decision context."""
+    decide = scripted_decide(
+        [
+            _echo("a", "one"),
+            lambda state, context: {
+                "kind": "finish",
+                "result": f"{context.turn}:{'+'.join(state['log'])}",
+            },
+        ]
+    )
+
+    assert _agent(decide).run({}).value == "2:one"
+
+
+def test_running_out_of_script_fails_the_run() -> None:
+    """A turn past the script fails with a message naming the turn."""
+    run = _agent(scripted_decide([_echo("a", "one")])).run({})
+
+    assert run.status == "failed"
+    assert "Scripted decide has no decision for turn 2 (the script has 1)" in json.dumps(
+        [error.to_dict() for error in run.errors]
+    )
+
+
+def test_malformed_entries_reach_the_harness_checks() -> None:
+    """Entries are returned as they are, so tests can exercise decision validation."""
+    run = _agent(scripted_decide([{"kind": "finish"}])).run({})
+
+    assert run.status == "failed"
+    assert "TUBELESS_AGENT_INVALID_DECISION" in json.dumps([e.to_dict() for e in run.errors])
+
+
+def test_concurrent_invocations_each_replay_from_the_start() -> None:
+    """Two runs sharing one scripted decide both see turn 1 first."""
+    both = threading.Barrier(2, timeout=30)
+
+    def first(state: Any, context: Any) -> Any:
+        both.wait()
+        return _echo("a", state["name"])
+
+    decide = scripted_decide(
+        [first, lambda state, context: {"kind": "finish", "result": state["log"][0]}]
+    )
+    agent = _agent(decide)
+    results: dict[str, Any] = {}
+
+    def invoke(name: str) -> None:
+        results[name] = agent.run({"name": name}).value
+
+    threads = [threading.Thread(target=invoke, args=(name,)) for name in ("x", "y")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert results == {"x": "x", "y": "y"}
+    assert sorted(turn for turn, _ in decide.seen) == [1, 1, 2, 2]

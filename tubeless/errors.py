@@ -61,7 +61,7 @@ from tubeless._diagnostics import (
 )
 
 if typing.TYPE_CHECKING:
-    from tubeless.pipeline._report import PipelineRun
+    from tubeless.pipeline import PipelineRun
 
 __all__ = [
     "AGENT_ERROR_CODES",

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from tubeless.agent import define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import AgentDefinitionError, PipelineDefinitionError
 from tubeless.pipeline import Pipeline, create_steps, define_pipeline
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import MemoryTraceSink, scripted_decide
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}

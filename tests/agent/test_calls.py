@@ -11,11 +11,10 @@ import pytest
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent import define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import ToolError
-from tubeless.pipeline._context import PROGRESS_INTERVAL_MS
+from tubeless.pipeline.lowlevel import PROGRESS_INTERVAL_MS
 from tubeless.schema import validator
-from tubeless.testing import FakeClock, MemoryTraceSink
+from tubeless.testing import FakeClock, MemoryTraceSink, scripted_decide
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}

@@ -6,9 +6,8 @@ import threading
 from typing import Any
 
 from tubeless.agent import define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import ToolError
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import MemoryTraceSink, scripted_decide
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}

@@ -18,10 +18,9 @@ from tubeless.agent import (
     define_tool,
     parse_decision,
 )
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import AgentError, SchemaIssues
 from tubeless.schema import validator
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import MemoryTraceSink, scripted_decide
 
 TEXT = {"type": "string"}
 INVALID = "TUBELESS_AGENT_INVALID_DECISION"

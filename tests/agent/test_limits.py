@@ -10,9 +10,9 @@ import pytest
 
 from tubeless.agent import AgentLimits, define_agent, define_tool
 from tubeless.agent._limits import resolve_limits
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import AgentDefinitionError, AgentLimitError, PipelineExecutionError
 from tubeless.pipeline import PipelineRun
+from tubeless.testing import scripted_decide
 
 TEXT = {"type": "string"}
 LIMIT = "TUBELESS_AGENT_LIMIT_REACHED"

@@ -7,9 +7,8 @@ import threading
 from typing import Any
 
 from tubeless.agent import define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
-from tubeless.pipeline._context import PROGRESS_INTERVAL_MS
-from tubeless.testing import FakeClock, MemoryTraceSink
+from tubeless.pipeline.lowlevel import PROGRESS_INTERVAL_MS
+from tubeless.testing import FakeClock, MemoryTraceSink, scripted_decide
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}

@@ -14,8 +14,8 @@ import pytest
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless.agent import define_agent, define_tool, own_state
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import AgentError
+from tubeless.testing import scripted_decide
 
 TEXT = {"type": "string"}
 INVALID_STATE = "TUBELESS_AGENT_INVALID_STATE"

@@ -11,9 +11,9 @@ import pytest
 from tubeless import TubelessError
 from tubeless._frozen import FrozenDict
 from tubeless.agent import AgentTool, define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import AgentDefinitionError, SchemaIssues, ToolError
 from tubeless.schema import validator
+from tubeless.testing import scripted_decide
 
 TEXT = {"type": "string"}
 

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from tubeless.agent import define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import SchemaIssues, ToolError
 from tubeless.schema import validator
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import MemoryTraceSink, scripted_decide
 from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, read_ndjson
 
 SECRET = "s3cr3t-value-never-recorded"

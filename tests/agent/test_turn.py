@@ -9,10 +9,9 @@ import pytest
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent import DecisionContext, define_agent, define_tool
-from tubeless.agent._scripted import scripted_decide
 from tubeless.errors import SchemaIssues
 from tubeless.schema import validator
-from tubeless.testing import MemoryTraceSink
+from tubeless.testing import MemoryTraceSink, scripted_decide
 
 TEXT = {"type": "string"}
 FINISH = {"kind": "finish", "result": "done"}

@@ -9,7 +9,7 @@ import pytest
 
 from tubeless.errors import Issue, SchemaIssues, TraceSinkError
 from tubeless.pipeline import HOOK_NAMES, create_steps, define_pipeline
-from tubeless.pipeline._context import PROGRESS_INTERVAL_MS
+from tubeless.pipeline._handler_context import PROGRESS_INTERVAL_MS
 from tubeless.schema import validator
 from tubeless.testing import FakeClock, MemoryTraceSink
 from tubeless.trace import validate_record

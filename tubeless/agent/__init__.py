@@ -1,7 +1,7 @@
 """The agent harness: tools, limits and a bounded decide -> calls -> reduce loop."""
 
 from tubeless.agent._agent import define_agent
-from tubeless.agent._context import DecisionContext, ToolContext
+from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state

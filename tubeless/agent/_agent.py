@@ -27,8 +27,7 @@ from tubeless.pipeline import (
     define_pipeline,
     fingerprint,
 )
-from tubeless.pipeline._child_run import IterationRunner
-from tubeless.pipeline._context import raise_if_cancelled
+from tubeless.pipeline.lowlevel import IterationRunner, raise_if_cancelled
 
 TOOL_LIMIT = 4096
 

@@ -9,14 +9,18 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless.agent._turn import AgentRuntime, PreparedBatch, PreparedCall, turn_options
 from tubeless.errors import RunCancelledError, ToolError
-from tubeless.pipeline import PipelineRun, StepContext
-from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
-from tubeless.pipeline._child_run import child_failure, child_link, observed
-from tubeless.pipeline._classify import is_cancellation
-from tubeless.pipeline._context import cancellation_message, raise_if_cancelled
-from tubeless.pipeline._controls import RunControls
-from tubeless.pipeline._execute import execute_run
-from tubeless.pipeline._pool import run_lazily
+from tubeless.pipeline import PipelineRun, RunControls, StepContext
+from tubeless.pipeline.lowlevel import (
+    DETAIL_GROUP_LIMIT,
+    cancellation_message,
+    child_failure,
+    is_cancellation,
+    observed,
+    raise_if_cancelled,
+    run_child_pipeline,
+    run_lazily,
+    visible_groups,
+)
 
 
 def _handler_tool_error(result: PipelineRun) -> ToolError | None:
@@ -114,9 +118,15 @@ class _Batch:
         if attributes is not None:
             attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
         options = {"input": call.input, "attributes": attributes}
-        link = child_link(self._context, item_key=call.id)
         pipeline = self._runtime.tool_pipelines[call.tool]
-        result = execute_run(pipeline, options, self._controls, link=link, plan=call.plan)
+        result = run_child_pipeline(
+            self._context,
+            pipeline,
+            options,
+            controls=self._controls,
+            plan=call.plan,
+            item_key=call.id,
+        )
         if result.status == "completed" and result.finalized:
             return FrozenDict(id=call.id, tool=call.tool, ok=True, value=result.value)
         tool_error = _handler_tool_error(result)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._context import ToolContext
+from tubeless.agent._agent_contexts import ToolContext
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
 from tubeless.pipeline import Pipeline, StepContext, create_steps, define_pipeline

@@ -9,15 +9,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._context import DecisionContext
+from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import _ToolSpec
 from tubeless.errors import AgentError, AgentLimitError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
-from tubeless.pipeline._child_run import observed
-from tubeless.pipeline._context import raise_if_cancelled
+from tubeless.pipeline.lowlevel import observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
 
 _DRY = RunControls(dry_run=True)

@@ -1,25 +1,24 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
-from tubeless.pipeline._context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
+from tubeless.pipeline._handler_context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._identity import (
     DefinitionIdentity,
     DefinitionSnapshot,
     decode_snapshot,
     fingerprint,
 )
-from tubeless.pipeline._nested import NestedPipeline
 from tubeless.pipeline._observe import HOOK_NAMES
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._render import escape_mermaid_label, render_mermaid, render_plan
-from tubeless.pipeline._report import PipelineRun, StepReport, run_status
+from tubeless.pipeline._run_result import PipelineRun, StepReport, run_status
+from tubeless.pipeline._step_factory import StepFactory, create_steps
 from tubeless.pipeline._steps import (
+    NestedPipeline,
     RequiredOutputs,
     Step,
     StepAnnotation,
-    StepFactory,
-    create_steps,
     require_outputs,
 )
 

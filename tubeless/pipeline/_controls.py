@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from tubeless.trace._wire import TraceSink
+from tubeless.trace import TraceSink
 
 
 class PipelineLogger(Protocol):

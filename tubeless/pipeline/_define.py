@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tubeless.errors import PipelineExecutionError, TraceRecordError, TubelessError
-from tubeless.pipeline._context import ExecutionContext
+from tubeless.errors import (
+    PipelineDefinitionError,
+    PipelineExecutionError,
+    TraceRecordError,
+    TubelessError,
+)
 from tubeless.pipeline._controls import RunContext, RunControls, resolve_context, resolve_controls
+from tubeless.pipeline._execute import execute_run
 from tubeless.pipeline._graph import (
     cycle_error,
     execution_order,
@@ -16,13 +21,15 @@ from tubeless.pipeline._graph import (
     step_errors,
     target_errors,
 )
+from tubeless.pipeline._handler_context import ExecutionContext
 from tubeless.pipeline._identity import DefinitionSnapshot, build_snapshot
 from tubeless.pipeline._plan import PipelinePlan, build_plan
 from tubeless.pipeline._render import render_mermaid
-from tubeless.pipeline._report import PipelineRun
+from tubeless.pipeline._run_result import PipelineRun
 from tubeless.pipeline._steps import RequiredOutputs, Step
 from tubeless.schema import Schema, as_schema
-from tubeless.trace._wire import TRACE_VERSION, check_record
+from tubeless.trace import TRACE_VERSION
+from tubeless.trace.lowlevel import check_record
 
 _PLAN_CACHE_LIMIT = 64
 
@@ -185,8 +192,6 @@ class Pipeline:
         description: str | None,
         implementation_version: str | None,
     ) -> None:
-        from tubeless.errors import PipelineDefinitionError
-
         errors = pipeline_field_errors(id, name, description, implementation_version)
         errors += step_errors(id, steps)
         order = execution_order(steps) if not errors else None
@@ -262,8 +267,6 @@ class Pipeline:
         Raises:
             TypeError: for malformed controls or context (unknown keys, wrong types).
         """
-        from tubeless.pipeline._execute import execute_run
-
         return execute_run(
             self,
             {} if options is None else options,

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._classify import finalization_error, to_diagnostic
-from tubeless.pipeline._context import (
+from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
+from tubeless.pipeline._handler_context import (
     ExecutionContext,
     RunScope,
     default_logger,
@@ -19,14 +20,13 @@ from tubeless.pipeline._context import (
     default_sleep,
     raise_if_cancelled,
 )
-from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._observe import Hook, RunObserver, TraceChannel, normalize_hooks
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.pipeline._report import RUN_MODEL_VERSION, PipelineRun, run_status
+from tubeless.pipeline._run_result import RUN_MODEL_VERSION, PipelineRun, run_status
 from tubeless.pipeline._schedule import StepScheduler, trace_error
 from tubeless.pipeline._steps import FINALIZE_STEP_ID
 from tubeless.schema import validate_boundary
-from tubeless.trace._wire import TRACE_LIST_LIMIT
+from tubeless.trace import TRACE_LIST_LIMIT
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline

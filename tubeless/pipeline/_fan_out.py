@@ -15,18 +15,15 @@ from tubeless.errors import (
     RunCancelledError,
     normalize_cause,
 )
-from tubeless.pipeline._child_progress import (
-    FanOutProgress,
-)
-from tubeless.pipeline._child_run import (
-    child_link,
+from tubeless.pipeline._child_progress import FanOutProgress
+from tubeless.pipeline._child_runs import (
     observed,
     record_lock,
     resolved_controls,
     run_child,
 )
 from tubeless.pipeline._classify import is_cancellation
-from tubeless.pipeline._context import (
+from tubeless.pipeline._handler_context import (
     StepContext,
     cancellation_message,
     raise_if_cancelled,
@@ -43,16 +40,33 @@ _TEXT_LIMIT = 1024
 class FanOutRunner:
     """The handler of a `for_each_pipeline` step."""
 
-    def __init__(self, **config: Any) -> None:
-        self.step_id: str = config["step_id"]
-        self.pipeline: Pipeline = config["pipeline"]
-        self.items: Callable[..., Sequence[Any]] = config["items"]
-        self.key: Callable[[Any, int], str] = config["key"]
-        self.map_options: Callable[..., Any] | None = config["map_options"]
-        self.concurrency: Any = config["concurrency"]
-        self.controls: object = config["controls"]
-        self.map_result: Callable[..., Any] | None = config["map_result"]
-        self.progress: dict[str, Any] = config["progress"]
+    def __init__(
+        self,
+        *,
+        step_id: str,
+        pipeline: Pipeline,
+        items: Callable[[Mapping[str, Any], StepContext], Sequence[Any]],
+        key: Callable[[Any, int], str],
+        map_options: Callable[[Any, int, Mapping[str, Any], StepContext], Any] | None,
+        concurrency: int | Callable[[Mapping[str, Any], StepContext], int],
+        controls: object,
+        map_result: Callable[[Any, Any, Any, int, StepContext], Any] | None,
+        progress: Mapping[str, Any],
+    ) -> None:
+        """Run `pipeline` once per item of `items(inputs, context)`, keyed by `key(item, index)`.
+
+        `controls` is static controls or `controls(item, index, inputs, context)`;
+        `progress` may set `item_noun` and `detail_limit` of the progress rows.
+        """
+        self.step_id = step_id
+        self.pipeline = pipeline
+        self.items = items
+        self.key = key
+        self.map_options = map_options
+        self.concurrency = concurrency
+        self.controls = controls
+        self.map_result = map_result
+        self.progress = dict(progress)
 
     def _keys(self, items: Sequence[Any]) -> list[str]:
         keys = [self.key(item, index) for index, item in enumerate(items)]
@@ -150,11 +164,13 @@ class _FanOutBatch:
             plan = runner.pipeline.plan(controls)
             hooks = [self._progress.track(key, plan)] if self._progress else []
             result = run_child(
+                context,
                 runner.pipeline,
                 options,
-                controls,
-                plan,
-                child_link(context, hooks=hooks, item_key=key),
+                controls=controls,
+                plan=plan,
+                hooks=hooks,
+                item_key=key,
             )
             value = result.value
             if runner.map_result:

@@ -12,14 +12,8 @@ from typing import Any
 
 from tubeless.errors import TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace._wire import (
-    TRACE_VERSION,
-    TraceRecord,
-    TraceSink,
-    check_own_fields,
-    check_record,
-    shared_fields_valid,
-)
+from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
+from tubeless.trace.lowlevel import check_own_fields, check_record, shared_fields_valid
 
 Record = dict[str, Any]
 Hook = Callable[[Record], None]

@@ -10,10 +10,11 @@ from tubeless._frozen import thaw
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._controls import RunControls
 from tubeless.pipeline._planning_errors import planning_errors
+from tubeless.pipeline._render import render_plan
 from tubeless.pipeline._steps import Step
 
 if TYPE_CHECKING:
-    from tubeless.pipeline._nested import NestedPipeline
+    from tubeless.pipeline._steps import NestedPipeline
 
 SkipReason = Literal[
     "filtered", "dry-run", "unmet-dependency", "failed-dependency", "fail-fast", "policy"
@@ -136,8 +137,6 @@ class PipelinePlan:
 
     def render(self, *, explain: bool = True) -> str:
         """Return the human rendering (see `render_plan`)."""
-        from tubeless.pipeline._render import render_plan
-
         return render_plan(self, explain=explain)
 
 

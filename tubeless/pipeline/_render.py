@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tubeless.errors import format_diagnostic
 from tubeless.pipeline._graph import step_edges
-from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._steps import Step
+
+if TYPE_CHECKING:
+    from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 
 MERMAID_DIRECTIONS = ("BT", "LR", "RL", "TB", "TD")
 

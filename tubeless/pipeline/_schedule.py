@@ -14,9 +14,14 @@ from typing import Any
 
 from tubeless.errors import Diagnostic, RunCancelledError
 from tubeless.pipeline._classify import step_error, to_diagnostic
-from tubeless.pipeline._context import ExecutionContext, RunScope, StepContext, cancellation_message
+from tubeless.pipeline._handler_context import (
+    ExecutionContext,
+    RunScope,
+    StepContext,
+    cancellation_message,
+)
 from tubeless.pipeline._plan import Disposition, PlanStep, decide_disposition
-from tubeless.pipeline._report import StepReport, StepStatus
+from tubeless.pipeline._run_result import StepReport, StepStatus
 from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
 from tubeless.schema import validate_boundary
 

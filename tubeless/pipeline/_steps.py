@@ -1,4 +1,7 @@
-"""Step definitions: `create_steps`, `Step` and `require_outputs`."""
+"""Step definitions: `Step`, what a wrapper step runs (`NestedPipeline`) and `require_outputs`.
+
+`create_steps` and its factory live in `_step_factory`, above the child runners they use.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,11 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tubeless.schema import Schema, as_schema
+from tubeless.schema import Schema
 
 if TYPE_CHECKING:
-    from tubeless.pipeline._context import ExecutionContext, StepContext
-    from tubeless.pipeline._nested import NestedPipeline
+    from tubeless.pipeline._define import Pipeline
+    from tubeless.pipeline._handler_context import ExecutionContext, StepContext
 
 StepInputs = Mapping[str, Any]
 StepHandler = Callable[[StepInputs, "StepContext"], Any]
@@ -19,6 +22,41 @@ DryRunPolicy = Literal["skip"] | StepHandler | None
 FinalizeHandler = Callable[[dict[str, Any], "ExecutionContext"], Any]
 
 FINALIZE_STEP_ID = "__finalize__"
+
+NestedMode = Literal["single", "for-each", "iterate"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NestedPipeline:
+    """What a wrapper step runs: shown in plans, hashed into definition identity."""
+
+    mode: NestedMode
+    """`single`, `for-each` or `iterate`."""
+    pipeline: Pipeline
+    """The child pipeline."""
+    concurrency: int | Literal["dynamic"] | None = None
+    """For `for-each`: the static bound on concurrent children, or `dynamic`."""
+    max_iterations: int | None = None
+    """For `iterate`: the bound on iterations."""
+    controls: Mapping[str, Any] | None = None
+    """For `iterate`: static child controls in wire form."""
+
+    def to_dict(self, *, with_identity: bool = True) -> dict[str, Any]:
+        """Return the plan/snapshot form `{mode, pipelineId, stepIds, identity?, ...}`."""
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "pipelineId": self.pipeline.id,
+            "stepIds": list(self.pipeline.step_ids),
+        }
+        if with_identity:
+            out["identity"] = self.pipeline.definition.identity.to_dict()
+        if self.concurrency is not None:
+            out["concurrency"] = self.concurrency
+        if self.max_iterations is not None:
+            out["maxIterations"] = self.max_iterations
+        if self.controls is not None:
+            out["controls"] = dict(self.controls)
+        return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,7 +109,8 @@ class Step:
         return f"Step({self.id!r})"
 
 
-def _step_tuple(value: Iterable[Step] | None, field: str, step_id: str) -> tuple[Step, ...]:
+def step_tuple(value: Iterable[Step] | None, field: str, step_id: str) -> tuple[Step, ...]:
+    """`value` as a tuple of steps (`None` is empty); raise `TypeError` naming `field`."""
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Step)) or not isinstance(value, Iterable):
@@ -81,110 +120,6 @@ def _step_tuple(value: Iterable[Step] | None, field: str, step_id: str) -> tuple
         if not isinstance(item, Step):
             raise TypeError(f"Step {step_id!r} {field} must contain steps, got {item!r}")
     return items
-
-
-def _check_dry_run(policy: object, step_id: str) -> DryRunPolicy:
-    if policy is None or policy == "skip" or callable(policy):
-        return policy
-    raise TypeError(f"Step {step_id!r} dry_run must be None, 'skip' or a callable")
-
-
-def _check_text(value: object, field: str, step_id: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise TypeError(f"Step {step_id!r} {field} must be a string")
-
-
-class StepFactory:
-    """Builds steps bound to one pipeline's domain-options schema (see `create_steps`)."""
-
-    __slots__ = ("_scope", "options_schema")
-
-    def __init__(self, options_schema: object = None) -> None:
-        self._scope = options_schema
-        self.options_schema: Schema | None = (
-            None if options_schema is None else as_schema(options_schema, label="Options")
-        )
-
-    def step(
-        self,
-        id: str,
-        *,
-        run: StepHandler,
-        name: str | None = None,
-        description: str | None = None,
-        depends_on: Sequence[Step] | None = None,
-        optional_depends_on: Sequence[Step] | None = None,
-        skip_after_failure_of: Sequence[Step] | None = None,
-        dry_run: DryRunPolicy = None,
-        output_schema: object = None,
-        skip: SkipPredicate | None = None,
-    ) -> Step:
-        """Define an ordinary step.
-
-        Raises:
-            TypeError: when a field has the wrong type (blank ids and graph mistakes are
-                reported by `define_pipeline`).
-        """
-        if not isinstance(id, str):
-            raise TypeError(f"Step id must be a string, got {id!r}")
-        if not callable(run):
-            raise TypeError(f"Step {id!r} requires a callable run(inputs, context)")
-        if skip is not None and not callable(skip):
-            raise TypeError(f"Step {id!r} skip must be a callable predicate")
-        return self._build(
-            id,
-            run=run,
-            name=_check_text(name, "name", id),
-            description=_check_text(description, "description", id),
-            depends_on=_step_tuple(depends_on, "depends_on", id),
-            optional_depends_on=_step_tuple(optional_depends_on, "optional_depends_on", id),
-            skip_after_failure_of=_step_tuple(skip_after_failure_of, "skip_after_failure_of", id),
-            dry_run=_check_dry_run(dry_run, id),
-            output_schema=(
-                None
-                if output_schema is None
-                else as_schema(output_schema, label=f"Step {id} output")
-            ),
-            skip=skip,
-        )
-
-    __call__ = step
-
-    def _build(self, id: str, **fields: Any) -> Step:
-        return Step(id=id, options_scope=self._scope, options_schema=self.options_schema, **fields)
-
-    def from_pipeline(self, id: str, **config: Any) -> Step:
-        """Define a step that runs `pipeline` once as a child run (see `from_pipeline`)."""
-        from tubeless.pipeline._nested import build_from_pipeline
-
-        return build_from_pipeline(self, id, **config)
-
-    def for_each_pipeline(self, id: str, **config: Any) -> Step:
-        """Define a step that runs `pipeline` once per item (see `for_each_pipeline`)."""
-        from tubeless.pipeline._nested import build_for_each_pipeline
-
-        return build_for_each_pipeline(self, id, **config)
-
-    def iterate_pipeline(self, id: str, **config: Any) -> Step:
-        """Define a step that repeats `pipeline` until a transition finishes it."""
-        from tubeless.pipeline._nested import build_iterate_pipeline
-
-        return build_iterate_pipeline(self, id, **config)
-
-
-def create_steps(options_schema: object = None) -> StepFactory:
-    """Return a step factory bound to one pipeline's domain options.
-
-    Args:
-        options_schema: validates the options of every run (a JSON Schema dict, a pydantic
-            model or TypeAdapter, or an object with `validate`); `None` accepts anything.
-
-    Returns:
-        A `StepFactory`: call it (or its `step` method) to define steps, and use its
-        `from_pipeline`, `for_each_pipeline` and `iterate_pipeline` for child pipelines.
-    """
-    return StepFactory(options_schema)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -206,7 +141,7 @@ def require_outputs(steps: Sequence[Step], callback: FinalizeHandler) -> Require
     A missing output fails finalization with `TUBELESS_FINALIZATION_FAILED` and the source
     code `TUBELESS_REQUIRED_OUTPUTS_MISSING`; a published `None` counts as present.
     """
-    items = _step_tuple(steps, "require_outputs steps", "finalize")
+    items = step_tuple(steps, "require_outputs steps", "finalize")
     if not callable(callback):
         raise TypeError("require_outputs requires a callable finalizer")
     return RequiredOutputs(items, callback)

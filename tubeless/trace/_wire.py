@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
 from tubeless.errors import TraceRecordError
-from tubeless.schema._compiled import SchemaChecker, compile_checker
+from tubeless.schema.lowlevel import SchemaChecker, compile_checker
 from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem
 
 __all__ = [

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tubeless.trace.otel import _mapping as mapping
+import tubeless.trace.otel._mapping as mapping
 from tubeless.trace.otel._ids import RunIds, span_id, trace_id
 from tubeless.trace.otel._sdk import (
     Context,

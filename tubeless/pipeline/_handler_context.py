@@ -15,8 +15,8 @@ from typing import Any
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
-from tubeless.trace._rules import json_bytes
-from tubeless.trace._wire import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
+from tubeless.trace import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
+from tubeless.trace.lowlevel import json_bytes
 
 _LOGGER = logging.getLogger("tubeless")
 

@@ -1,4 +1,5 @@
-"""Running child pipelines from a step: one child, one per item, or one per iteration."""
+"""Child runs started from a step: how they attach, and the `from_pipeline` and
+`iterate_pipeline` handlers (the `for_each_pipeline` handler is in `_fan_out`)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,17 @@ from tubeless.pipeline._child_progress import (
     SingleChildProgress,
 )
 from tubeless.pipeline._classify import is_cancellation
-from tubeless.pipeline._context import (
+from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
+from tubeless.pipeline._execute import ChildLink, execute_run
+from tubeless.pipeline._handler_context import (
     ExecutionContext,
     StepContext,
     raise_if_cancelled,
     scope_of,
 )
-from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
-from tubeless.pipeline._execute import ChildLink, execute_run
 from tubeless.pipeline._observe import Hook
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.pipeline._report import PipelineRun
+from tubeless.pipeline._run_result import PipelineRun
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
@@ -84,19 +85,52 @@ def record_lock(context: ExecutionContext) -> AbstractContextManager[Any] | None
     return None if channel is None else channel.lock
 
 
-def run_child(
+def run_child_pipeline(
+    context: StepContext,
     pipeline: Pipeline,
     options: Any,
+    *,
+    controls: RunControls,
+    plan: PipelinePlan | None = None,
+    hooks: Sequence[dict[str, Hook]] = (),
+    item_key: str | None = None,
+    iteration: dict[str, Any] | None = None,
+) -> PipelineRun:
+    """Run `pipeline` as a child of the step behind `context`; return its report.
+
+    The child shares the parent's signal, trace channel, logger, clock and working
+    directory; it never raises for a run failure (see `child_failure`).
+    """
+    link = child_link(context, hooks=hooks, item_key=item_key, iteration=iteration)
+    return execute_run(pipeline, options, controls, link=link, plan=plan)
+
+
+def run_child(
+    context: StepContext,
+    pipeline: Pipeline,
+    options: Any,
+    *,
     controls: RunControls,
     plan: PipelinePlan,
-    link: ChildLink,
+    hooks: Sequence[dict[str, Hook]] = (),
+    item_key: str | None = None,
+    iteration: dict[str, Any] | None = None,
 ) -> PipelineRun:
-    """Run a child with a precomputed plan; raise unless it completed.
+    """Run a child with a precomputed plan (as `run_child_pipeline`); raise unless it completed.
 
     Raises:
         PipelineExecutionError: when the plan was rejected or the run did not complete.
     """
-    result = execute_run(pipeline, options, controls, link=link, plan=plan)
+    result = run_child_pipeline(
+        context,
+        pipeline,
+        options,
+        controls=controls,
+        plan=plan,
+        hooks=hooks,
+        item_key=item_key,
+        iteration=iteration,
+    )
     if not plan.ok or result.status != "completed":
         raise child_failure(pipeline, plan, result)
     return result
@@ -139,8 +173,16 @@ class SingleChildRunner:
         hooks = []
         if observed(context):
             hooks.append(SingleChildProgress(plan, context.offer_progress).tracker.hooks)
-        link = child_link(context, hooks=hooks, item_key=scope_of(context).item_key)
-        result = run_child(self.pipeline, options, controls, plan, link)
+        item_key = scope_of(context).item_key
+        result = run_child(
+            context,
+            self.pipeline,
+            options,
+            controls=controls,
+            plan=plan,
+            hooks=hooks,
+            item_key=item_key,
+        )
         if self.map_result:
             return self.map_result(result.value, result, context)
         return result.value
@@ -149,14 +191,30 @@ class SingleChildRunner:
 class IterationRunner:
     """The handler of an `iterate_pipeline` step."""
 
-    def __init__(self, **config: Any) -> None:
-        self.step_id: str = config["step_id"]
-        self.pipeline: Pipeline = config["pipeline"]
-        self.max_iterations: int = config["max_iterations"]
-        self.initial_state: Callable[..., Any] = config["initial_state"]
-        self.transition: Callable[..., Any] = config["transition"]
-        self.map_options: Callable[..., Any] | None = config["map_options"]
-        self.controls: object = config["controls"]
+    def __init__(
+        self,
+        *,
+        step_id: str,
+        pipeline: Pipeline,
+        max_iterations: int,
+        initial_state: Callable[[Mapping[str, Any], StepContext], Any],
+        transition: Callable[[Any, Any, StepContext], Any],
+        map_options: Callable[[Any, Mapping[str, Any], StepContext], Any] | None = None,
+        controls: RunControls | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Repeat `pipeline` (at most `max_iterations` runs) from `initial_state(inputs, context)`.
+
+        Each iteration runs the child with `map_options(state, inputs, context)` (default:
+        the state itself); `transition(value, state, context)` then returns
+        `{"kind": "next", "state": ...}` or `{"kind": "finish", "result": ...}`.
+        """
+        self.step_id = step_id
+        self.pipeline = pipeline
+        self.max_iterations = max_iterations
+        self.initial_state = initial_state
+        self.transition = transition
+        self.map_options = map_options
+        self.controls = controls
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         state = self.initial_state(inputs, context)
@@ -203,8 +261,17 @@ class IterationRunner:
             "attemptId": context.attempt_id,
             "index": index,
         }
-        link = child_link(context, hooks=hooks, item_key=f"iteration-{index}", iteration=relation)
-        result = run_child(self.pipeline, options, *planned, link)
+        controls, plan = planned
+        result = run_child(
+            context,
+            self.pipeline,
+            options,
+            controls=controls,
+            plan=plan,
+            hooks=hooks,
+            item_key=f"iteration-{index}",
+            iteration=relation,
+        )
         kind, value = self._decision(self.transition(result.value, state, context))
         if kind == "next" and index >= self.max_iterations:
             raise IterationError(

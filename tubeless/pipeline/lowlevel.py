@@ -1,0 +1,58 @@
+"""The pipeline core's internal API for the layers built on it (the seam).
+
+Who may use it: tubeless's own packages above `tubeless.pipeline` (today `tubeless.agent`;
+pipeline tools and subagents next). They import the core through this module and the
+public `tubeless.pipeline` only, never through its private modules; `tests/test_layering.py`
+enforces that. Applications should not import it: it is not part of the public API and
+may change in any release.
+
+What it promises, for as long as a name is listed here:
+
+- Child runs. `run_child_pipeline(context, pipeline, options, controls=...)` runs a
+  pipeline as a child of the step behind `context`: same signal, trace channel, hooks
+  of the run tree, logger, clock and working directory; `parentRunId` and `itemKey`
+  set; it returns the child's `PipelineRun` and never raises for a run failure.
+  `child_failure(pipeline, plan, run)` is the `PipelineExecutionError` a parent raises
+  for a child that did not complete (its `__cause__` is the child's first exception).
+  `IterationRunner` is the handler of an `iterate_pipeline` step, for steps that need
+  its loop with their own handler around it (the agent's turn loop).
+- Observation. `observed(context)` says whether anything records the run behind
+  `context`, so progress and attempt attributes are worth building;
+  `visible_groups(keys, status, DETAIL_GROUP_LIMIT)` picks the progress groups shown
+  (active first, then failed, in input order).
+- Fan-out. `run_lazily(count, concurrency, work, keep_going, executor=...)` runs items
+  in order, at most `concurrency` at once, the caller being one of the workers, and
+  drains started items before it returns.
+- Cancellation. `raise_if_cancelled(signal)` raises `RunCancelledError` with
+  `cancellation_message(signal)` once the run's signal is set; `is_cancellation(error,
+  signal)` tells cancellation from failure by the error itself.
+"""
+
+from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
+from tubeless.pipeline._child_runs import (
+    IterationRunner,
+    child_failure,
+    observed,
+    run_child_pipeline,
+)
+from tubeless.pipeline._classify import is_cancellation
+from tubeless.pipeline._handler_context import (
+    PROGRESS_INTERVAL_MS,
+    cancellation_message,
+    raise_if_cancelled,
+)
+from tubeless.pipeline._pool import run_lazily
+
+__all__ = [
+    "DETAIL_GROUP_LIMIT",
+    "PROGRESS_INTERVAL_MS",
+    "IterationRunner",
+    "cancellation_message",
+    "child_failure",
+    "is_cancellation",
+    "observed",
+    "raise_if_cancelled",
+    "run_child_pipeline",
+    "run_lazily",
+    "visible_groups",
+]
