@@ -10,12 +10,14 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from tubeless.agent import define_agent, define_tool
 from tubeless.errors import ToolError
+from tubeless.pipeline import create_steps, define_pipeline
 from tubeless.testing import MemoryTraceSink, scripted_decide
 from tubeless.trace import compose_sinks
 from tubeless.trace.otel import OtelTraceSink
 
 TEXT = {"type": "string"}
 WAIT = 30
+MARKER = "zebra7f3aquartz"
 
 
 def _status(span: ReadableSpan) -> str:
@@ -295,3 +297,54 @@ def test_a_tool_error_code_is_never_the_message(spans: Any) -> None:
     attributes = spans.one("execute_tool work").attributes or {}
     assert attributes["tubeless.error.source_code"] == "RATE_LIMITED"
     assert "secret-ish" not in str([dict(s.attributes or {}) for s in spans.ended])
+
+
+def test_child_pipelines_nest_under_the_step_that_runs_them(spans: Any) -> None:
+    """Fan-out, iterate and single child runs hang from their own step's span, in parallel."""
+    inner = create_steps()
+    child = define_pipeline(id="kid", steps=[inner("work", run=lambda i, c: c.options["n"])])
+    other = define_pipeline(id="other", steps=[inner("work", run=lambda i, c: 1)])
+    outer = create_steps()
+    steps = [
+        outer.for_each_pipeline(
+            "fan",
+            pipeline=child,
+            items=lambda i, c: [f"item {MARKER}", "b"],
+            key=lambda item, index: item,
+            map_options=lambda item, index, i, c: {"n": index},
+            concurrency=2,
+        ),
+        outer.iterate_pipeline(
+            "loop",
+            pipeline=child,
+            max_iterations=2,
+            initial_state=lambda i, c: {"n": 1},
+            transition=lambda result, state, c: (
+                {"kind": "finish", "result": 2}
+                if state["n"] == 2
+                else {"kind": "next", "state": {"n": 2}}
+            ),
+        ),
+        outer.from_pipeline("single", pipeline=other, map_options=lambda i, c: {}),
+    ]
+    parent = define_pipeline(id="parent", steps=steps)
+    with OtelTraceSink(spans.provider) as sink:
+        run = parent.run({}, {"max_concurrency": 3}, {"tracing": sink})
+    assert run.status == "completed"
+    assert spans.outline(_status) == [
+        "pipeline parent UNSET",
+        "  step fan UNSET",
+        "    pipeline kid UNSET",
+        "      step work UNSET",
+        "    pipeline kid UNSET",
+        "      step work UNSET",
+        "  step loop UNSET",
+        "    pipeline kid UNSET",
+        "      step work UNSET",
+        "    pipeline kid UNSET",
+        "      step work UNSET",
+        "  step single UNSET",
+        "    pipeline other UNSET",
+        "      step work UNSET",
+    ]
+    assert MARKER not in str([dict(span.attributes or {}) for span in spans.ended])
