@@ -21,9 +21,11 @@ has status ERROR with `error.type` = the error code (`TUBELESS_...`). Options, i
 outputs, prompts, state, logs and error messages are never exported. Start and end times
 are the records' `timestampMs`.
 
-Ids are derived from run ids (SHA-256, see `tubeless.trace.otel._ids`): trace id from the
-tree's root run id, span ids from (role, run id[, step id]), so a second export of the
-same run, or a replay of a run first sent live, gives the same ids.
+Ids are derived from run ids, so a second export of the same run, or a replay of a run
+first sent live, gives the same ids. With `H(parts) = SHA-256(b"tubeless-otel/1\\0" +
+b"\\0".join(parts))` over UTF-8 parts: trace id = the first 16 bytes of `H("trace", root
+run id)`; span id = the first 8 bytes of `H("run", run id)` for a run, `H("call", run id)`
+for the call span of an agent called as a tool, `H("step", run id, step id)` for a step.
 """
 
 from tubeless.trace.otel._mapping import SPAN_MAPPING, SpanRule

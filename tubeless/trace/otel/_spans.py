@@ -236,11 +236,13 @@ class SpanBuilder:
         attributes = {**_select(mapping.RUN_ATTRIBUTES, run.facts), **rule.constant}
         attributes.update(_select(rule.facts, run.facts))
         links = [trace_api.Link(run.link)] if run.link is not None and parent is None else ()
-        return self._span(run, rule.name.format_map(run.facts), span, parent, attributes, links)
+        name = rule.name.format_map(run.facts)
+        return self._span(run, rule, name, span, parent, attributes, links)
 
     def _span(
         self,
         run: _Run,
+        rule: mapping.SpanRule,
         name: str,
         span: int,
         parent: Span | None,
@@ -256,7 +258,7 @@ class SpanBuilder:
         opened = self._tracer.start_span(
             _bounded(name),
             context=context,
-            kind=SpanKind.INTERNAL,
+            kind=SpanKind[rule.kind],
             attributes=attributes,
             links=links,
             start_time=start,
@@ -291,10 +293,11 @@ class SpanBuilder:
             assert run.body is not None
             facts = {"stepId": step_id, "attemptId": record.get("attemptId")}
             attributes = _select(mapping.STEP_ATTRIBUTES, facts)
-            name = mapping.SPAN_MAPPING["step"].name.format_map(_Facts(facts))
+            rule = mapping.SPAN_MAPPING["step"]
+            name = rule.name.format_map(_Facts(facts))
             span = span_id("step", run.run_id, step_id)
             at = _nanoseconds(record)
-            opened = self._span(run, name, span, run.body.span, attributes, at_ns=at)
+            opened = self._span(run, rule, name, span, run.body.span, attributes, at_ns=at)
             run.steps[step_id] = opened
         return opened
 
