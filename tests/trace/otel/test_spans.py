@@ -301,8 +301,16 @@ def test_a_tool_error_code_is_never_the_message(spans: Any) -> None:
 
 def test_child_pipelines_nest_under_the_step_that_runs_them(spans: Any) -> None:
     """Fan-out, iterate and single child runs hang from their own step's span, in parallel."""
+    # Both fan-out children and the first iteration meet: both steps are open at once.
+    meeting = threading.Barrier(3, timeout=WAIT)
+
+    def work(inputs: Any, context: Any) -> Any:
+        if context.options.get("meet"):
+            meeting.wait()
+        return context.options["n"]
+
     inner = create_steps()
-    child = define_pipeline(id="kid", steps=[inner("work", run=lambda i, c: c.options["n"])])
+    child = define_pipeline(id="kid", steps=[inner("work", run=work)])
     other = define_pipeline(id="other", steps=[inner("work", run=lambda i, c: 1)])
     outer = create_steps()
     steps = [
@@ -311,14 +319,14 @@ def test_child_pipelines_nest_under_the_step_that_runs_them(spans: Any) -> None:
             pipeline=child,
             items=lambda i, c: [f"item {MARKER}", "b"],
             key=lambda item, index: item,
-            map_options=lambda item, index, i, c: {"n": index},
+            map_options=lambda item, index, i, c: {"n": index, "meet": True},
             concurrency=2,
         ),
         outer.iterate_pipeline(
             "loop",
             pipeline=child,
             max_iterations=2,
-            initial_state=lambda i, c: {"n": 1},
+            initial_state=lambda i, c: {"n": 1, "meet": True},
             transition=lambda result, state, c: (
                 {"kind": "finish", "result": 2}
                 if state["n"] == 2
@@ -329,7 +337,7 @@ def test_child_pipelines_nest_under_the_step_that_runs_them(spans: Any) -> None:
     ]
     parent = define_pipeline(id="parent", steps=steps)
     with OtelTraceSink(spans.provider) as sink:
-        run = parent.run({}, {"max_concurrency": 3}, {"tracing": sink})
+        run = parent.run({}, {"max_concurrency": 4}, {"tracing": sink})
     assert run.status == "completed"
     assert spans.outline(_status) == [
         "pipeline parent UNSET",

@@ -94,7 +94,8 @@ class _Run:
     last_ns: int
     link: SpanContext | None
     agent: bool = False
-    planned: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    planned: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Step id -> the pipeline its fan-out or single child runs have."""
     outer: _Open | None = None
     body: _Open | None = None
     folded: str | None = None
@@ -206,7 +207,9 @@ class SpanBuilder:
     def _planned(self, run: _Run, record: Mapping[str, Any]) -> None:
         nested = record["payload"].get("nestedPipeline")
         step_id = record["stepId"]
-        run.planned[step_id] = None if nested is None else nested["pipelineId"]
+        # An iterate child names its step; a fan-out or single child is found by pipeline.
+        if nested is not None and nested["mode"] != "iterate":
+            run.planned[step_id] = nested["pipelineId"]
         if (
             step_id == "agent"
             and nested is not None
