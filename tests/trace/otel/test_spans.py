@@ -257,11 +257,23 @@ def _child_agent_records(parent: list[dict[str, Any]], child: list[dict[str, Any
         if r["name"] == "step.running" and r.get("stepId") == "calls" and r is not turn
     )
     root = child[0]["runId"]
-    spliced = []
+    spliced: list[dict[str, Any]] = []
+    attempted = False
     for record in child:
         if record["runId"] == root:
             record = {**record, "parentRunId": turn["runId"], "itemKey": "ask"}
         spliced.append(record)
+        if record["runId"] == root and record["name"] == "step.running" and not attempted:
+            attempted = True
+            # The call's first-attempt attributes, as a pipeline tool's child run has them.
+            attributes = {"agent.callId": "ask", "agent.tool": "research", "agent.turn": 1}
+            spliced.append(
+                {
+                    **{k: v for k, v in record.items() if k not in ("name", "payload")},
+                    "name": "step.attempted",
+                    "payload": {"attempt": 1, "attributes": attributes},
+                }
+            )
     return parent[: calls_at + 1] + spliced + parent[calls_at + 1 :]
 
 
@@ -276,11 +288,15 @@ def test_a_child_agent_nests_under_its_call_span(spans: Any, scripted_agent: Any
         for record in _child_agent_records(parent.records, child.records):
             sink.export(record)
     lines = spans.outline()
-    at = lines.index("      execute_tool scripted-agent")
+    at = lines.index("      execute_tool research")
     assert lines[at + 1] == "        invoke_agent scripted-agent"
     assert lines[at + 2] == "          turn 1"
-    call = spans.one("execute_tool scripted-agent")
-    assert (call.attributes or {})["gen_ai.tool.call.id"] == "ask"
+    call = spans.one("execute_tool research")
+    attributes = call.attributes or {}
+    assert attributes["gen_ai.tool.call.id"] == "ask"
+    assert attributes["gen_ai.tool.name"] == "research"
+    assert (attributes["agent.callId"], attributes["agent.tool"]) == ("ask", "research")
+    assert "agent.turn" not in attributes
     inner = spans.one("invoke_agent scripted-agent")
     assert inner.parent is not None and inner.parent.span_id == call.context.span_id
 

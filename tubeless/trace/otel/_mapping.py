@@ -17,6 +17,7 @@ from types import MappingProxyType
 
 __all__ = [
     "ATTRIBUTE_STRING_LIMIT",
+    "CALL_ATTRIBUTES",
     "ERROR_ATTRIBUTES",
     "INCOMPLETE_ERROR_TYPE",
     "KEPT_ATTRIBUTE_PREFIXES",
@@ -122,6 +123,9 @@ cause and stack are never copied (they may quote inputs).
 
 KEPT_ATTRIBUTE_PREFIXES = ("agent.",)
 """`step.attempted` attributes copied as they are (`agent.turn`, `agent.callId`, ...)."""
+
+CALL_ATTRIBUTES = ("agent.callId", "agent.tool", "agent.parentAttemptId")
+"""Kept attributes of an agent called as a tool that also go on its `execute_tool` span."""
 
 INCOMPLETE_ERROR_TYPE = "_OTHER"
 """`error.type` of a span still open when its sink closed (the run never completed)."""

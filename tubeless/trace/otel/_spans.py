@@ -319,6 +319,9 @@ class SpanBuilder:
             run.body.pending.update(attributes)
         else:
             self._step(run, record).pending.update(attributes)
+        if run.outer is not None and run.outer is not run.body:
+            calls = {k: attributes[k] for k in mapping.CALL_ATTRIBUTES if k in attributes}
+            run.outer.pending.update(calls)
         tool = attributes.get("agent.tool")
         if run.outer is not None and run.role == "call" and isinstance(tool, str):
             run.facts["tool"] = tool
