@@ -10,18 +10,22 @@ the sink's `close()` and the provider's `force_flush()` (every span handed to th
 exporter) are inside it, and the exporter's count proves every span arrived.
 
 Each figure is the median of 5 repetitions (3 with --quick) of the whole run, divided by
-N * K; the variants run interleaved, in an order that rotates each repetition, so machine
-noise hits them all. Run alone with `python benchmarks/bench_otel.py [--quick]`.
+N * K, on two clocks: wall time, and the CPU time of the whole process (every thread; less
+hit by other processes on a loaded machine). The variants run interleaved, in an order
+that rotates each repetition, so machine noise hits them all. Run alone with
+`python benchmarks/bench_otel.py [--quick]`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from _measure import format_table, median, seconds
+from _measure import format_table, median
 from bench_agent import build_agent, run_agent
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -65,12 +69,24 @@ def spans_expected(turns: int, calls: int) -> int:
     return 1 + (turns + 1) * 4 + turns * calls
 
 
-def run_seconds(agent: Pipeline, variant: str, turns: int, calls: int) -> float:
-    """Time one whole run of `agent`, with the live sink when `variant` is "otel"."""
+Samples = dict[tuple[str, str, int, int], list[float]]
+"""`(clock, variant, N, K)` -> seconds per whole run, one per repetition."""
+
+
+def timed(action: Callable[[], Any]) -> tuple[float, float]:
+    """Collect garbage, then time one call of `action`: (wall, CPU of the whole process)."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    action()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def run_timed(agent: Pipeline, variant: str, turns: int, calls: int) -> tuple[float, float]:
+    """Time one whole run of `agent` with the sink `variant`: (wall, CPU) seconds."""
     if variant == "none":
-        return seconds(lambda: run_agent(agent))
+        return timed(lambda: run_agent(agent))
     if variant == "memory":
-        return seconds(lambda: run_agent(agent, {"tracing": MemoryTraceSink()}))
+        return timed(lambda: run_agent(agent, {"tracing": MemoryTraceSink()}))
     exporter = CountingExporter()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -81,69 +97,76 @@ def run_seconds(agent: Pipeline, variant: str, turns: int, calls: int) -> float:
         sink.close()
         provider.force_flush()
 
-    elapsed = seconds(run)
+    elapsed = timed(run)
     provider.shutdown()
     if exporter.count != spans_expected(turns, calls) or sink.failures:
         raise RuntimeError(f"otel run exported {exporter.count} spans, {sink.failures} failures")
     return elapsed
 
 
-def measure(grid: OtelGrid) -> dict[tuple[str, int, int], list[float]]:
-    """Every sample: `(variant, N, K)` -> seconds per whole run, one per repetition."""
+def measure(grid: OtelGrid) -> Samples:
+    """Every sample of the grid, wall and CPU, interleaved as the module says."""
     agents = {(n, k): build_agent(n, k) for n in grid.turns for k in grid.calls}
     for (turns, calls), agent in agents.items():  # warm-up
         for variant in VARIANTS:
-            run_seconds(agent, variant, turns, calls)
-    samples: dict[tuple[str, int, int], list[float]] = {}
+            run_timed(agent, variant, turns, calls)
+    samples: Samples = {}
     for repeat in range(grid.repeats):
         shift = repeat % len(VARIANTS)
         order = VARIANTS[shift:] + VARIANTS[:shift]
         for (turns, calls), agent in agents.items():
             for variant in order:
-                elapsed = run_seconds(agent, variant, turns, calls)
-                samples.setdefault((variant, turns, calls), []).append(elapsed)
+                wall, cpu = run_timed(agent, variant, turns, calls)
+                samples.setdefault(("wall", variant, turns, calls), []).append(wall)
+                samples.setdefault(("cpu", variant, turns, calls), []).append(cpu)
     return samples
 
 
-def per_call(samples: dict[tuple[str, int, int], list[float]], key: tuple[str, int, int]) -> float:
+def per_call(samples: Samples, key: tuple[str, str, int, int]) -> float:
     """Median microseconds per tool call."""
-    return median(samples[key]) / (key[1] * key[2]) * 1e6
+    return median(samples[key]) / (key[2] * key[3]) * 1e6
 
 
-def format_otel(grid: OtelGrid, samples: dict[tuple[str, int, int], list[float]]) -> list[str]:
-    """One row per point: us/call without and with the sink, the added cost and the ratio."""
+def _table(grid: OtelGrid, samples: Samples, clock: str) -> list[str]:
     rows = []
     for turns in grid.turns:
         for calls in grid.calls:
-            bare = per_call(samples, ("none", turns, calls))
-            memory = per_call(samples, ("memory", turns, calls))
-            live = per_call(samples, ("otel", turns, calls))
+            bare = per_call(samples, (clock, "none", turns, calls))
+            memory = per_call(samples, (clock, "memory", turns, calls))
+            live = per_call(samples, (clock, "otel", turns, calls))
             cells = [f"{bare:.1f}", f"{memory:.1f}", f"{live:.1f}", f"{live / bare:.2f}x"]
             cells += [f"{live / memory:.2f}x", f"{live - memory:.1f}"]
             rows.append((f"N={turns},K={calls}", cells))
     columns = ["no sink", "memory sink", "otel sink", "otel/none", "otel/memory", "otel-memory"]
-    title = f"OtelTraceSink (BatchSpanProcessor): us per tool call, median of {grid.repeats}"
-    return format_table(title, "", columns, rows)
+    title = f"OtelTraceSink (BatchSpanProcessor), {clock} us per tool call"
+    return format_table(f"{title}, median of {grid.repeats}", "", columns, rows)
 
 
-def otel_json(grid: OtelGrid, samples: dict[tuple[str, int, int], list[float]]) -> dict[str, Any]:
-    """The figures as JSON: per-call medians, ratios and raw samples."""
+def format_otel(grid: OtelGrid, samples: Samples) -> list[str]:
+    """Two tables (wall clock, process CPU): us/call per variant, ratios, the sink's share."""
+    return [*_table(grid, samples, "wall"), "", *_table(grid, samples, "cpu")]
+
+
+def otel_json(grid: OtelGrid, samples: Samples) -> dict[str, Any]:
+    """The figures as JSON: per-call medians and ratios for each clock, and raw samples."""
     points = [(n, k) for n in grid.turns for k in grid.calls]
+
+    def ratio(clock: str, over: str, n: int, k: int) -> float:
+        return per_call(samples, (clock, "otel", n, k)) / per_call(samples, (clock, over, n, k))
+
     return {
+        clock: {
+            "perCallMicroseconds": {
+                variant: {f"{n},{k}": per_call(samples, (clock, variant, n, k)) for n, k in points}
+                for variant in VARIANTS
+            },
+            "ratioToNoSink": {f"{n},{k}": ratio(clock, "none", n, k) for n, k in points},
+            "ratioToMemorySink": {f"{n},{k}": ratio(clock, "memory", n, k) for n, k in points},
+        }
+        for clock in ("wall", "cpu")
+    } | {
         "grid": dataclasses.asdict(grid),
-        "perCallMicroseconds": {
-            variant: {f"{n},{k}": per_call(samples, (variant, n, k)) for n, k in points}
-            for variant in VARIANTS
-        },
-        "ratioToNoSink": {
-            f"{n},{k}": per_call(samples, ("otel", n, k)) / per_call(samples, ("none", n, k))
-            for n, k in points
-        },
-        "ratioToMemorySink": {
-            f"{n},{k}": per_call(samples, ("otel", n, k)) / per_call(samples, ("memory", n, k))
-            for n, k in points
-        },
-        "samplesSeconds": {f"{v},{n},{k}": samples[v, n, k] for v, n, k in samples},
+        "samplesSeconds": {",".join(map(str, key)): value for key, value in samples.items()},
     }
 
 

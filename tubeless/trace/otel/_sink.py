@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import threading
@@ -19,6 +20,7 @@ _LOGGER = logging.getLogger("tubeless.trace.otel")
 _QUOTE_LIMIT = 200
 
 
+@functools.cache
 def _version() -> str:
     try:
         return importlib.metadata.version("tubeless-pipelines")
