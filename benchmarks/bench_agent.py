@@ -161,7 +161,7 @@ def run_agent(agent: Pipeline, context: dict[str, Any] | None = None) -> Any:
     Raises:
         RuntimeError: when the run did not complete.
     """
-    run = agent.run({}, None, context)
+    run = agent.run({}, context=context)
     if run.status != "completed":
         raise RuntimeError(f"benchmark agent run {run.status}: {run.errors}")
     return run.value

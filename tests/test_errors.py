@@ -526,6 +526,18 @@ def test_schema_issues_accept_several_forms() -> None:
     assert SchemaIssues([]).issues == (Issue("Invalid value"),)
 
 
+def test_schema_issues_are_a_tubeless_error_and_a_value_error() -> None:
+    """`SchemaIssues` carries a code under `TubelessError` and is still a `ValueError`."""
+    error = SchemaIssues([{"message": "Expected text", "path": ["name"]}])
+
+    assert isinstance(error, TubelessError)
+    assert isinstance(error, ValueError)
+    assert error.code == "TUBELESS_SCHEMA_ISSUES"
+    assert error.message == str(error) == "name: Expected text"
+    with pytest.raises(ValueError, match="Expected text"):
+        raise error
+
+
 def test_tool_errors_check_their_code_and_message() -> None:
     """A `ToolError` needs a non-blank code of at most 256 characters and a bounded message."""
     assert ToolError("NOT_FOUND", "no such page").code == "NOT_FOUND"

@@ -93,3 +93,28 @@ def test_everyday_names_at_top_level() -> None:
         "PipelineDefinitionError",
     ):
         assert hasattr(tubeless, name), name
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_exports_show_a_public_module(name: str) -> None:
+    """Every exported class and function names a public module that exports it."""
+    module = importlib.import_module(name)
+    for exported in module.__all__:
+        value = getattr(module, exported)
+        if not (inspect.isclass(value) or inspect.isfunction(value)):
+            continue
+        home = value.__module__
+        assert home in PUBLIC_MODULES, f"{name}.{exported} shows module {home}"
+        assert getattr(importlib.import_module(home), value.__qualname__) is value
+
+
+def test_everyday_classes_read_as_their_package() -> None:
+    """`tubeless.Pipeline` shows `tubeless.pipeline`, not the private module defining it."""
+    import tubeless
+    import tubeless.trace
+
+    assert tubeless.Pipeline.__module__ == "tubeless.pipeline"
+    assert repr(tubeless.Pipeline) == "<class 'tubeless.pipeline.Pipeline'>"
+    assert tubeless.define_tool.__module__ == "tubeless.agent"
+    assert tubeless.Diagnostic.__module__ == "tubeless.errors"
+    assert tubeless.trace.SqliteTraceStore.__module__ == "tubeless.trace"

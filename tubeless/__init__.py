@@ -5,8 +5,11 @@ Everyday names live here; the parts are `tubeless.pipeline`, `tubeless.agent`,
 `tubeless.testing`.
 """
 
+import importlib as _importlib
 import logging as _logging
+import typing as _typing
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.agent import (
     AgentLimits,
     AgentTool,
@@ -15,7 +18,6 @@ from tubeless.agent import (
     define_agent,
     define_tool,
 )
-from tubeless.cli import PipelineCommand, Project, define_pipeline_command, define_project
 from tubeless.errors import (
     Diagnostic,
     PipelineDefinitionError,
@@ -39,7 +41,31 @@ from tubeless.pipeline import (
     require_outputs,
 )
 
+if _typing.TYPE_CHECKING:
+    from tubeless.cli import PipelineCommand, Project, define_pipeline_command, define_project
+
 _logging.getLogger("tubeless").addHandler(_logging.NullHandler())
+
+# The command line (argparse, the terminal reporter) loads on first use (PEP 562).
+_LAZY = {
+    "PipelineCommand": "tubeless.cli",
+    "Project": "tubeless.cli",
+    "define_pipeline_command": "tubeless.cli",
+    "define_project": "tubeless.cli",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AgentLimits",
@@ -71,3 +97,5 @@ __all__ = [
     "define_tool",
     "require_outputs",
 ]
+
+_show_public_module(__name__, __all__, globals())

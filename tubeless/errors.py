@@ -11,6 +11,7 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── ChildPipelineError         fan-out children failed; `.cancelled`, `.fan_out`
     │   ├── IterationError             an iteration went past its bound or got a bad decision
     │   ├── SchemaDefinitionError      something given as a schema is not one
+    │   ├── SchemaIssues               raised by validators: `.issues` (also a `ValueError`)
     │   ├── ToolError                  an expected domain failure raised by a tool handler
     │   ├── TraceRecordError           a trace record does not match the trace v3 wire schema
     │   ├── TraceSinkError             a trace sink could not take a record; `.partial`
@@ -25,7 +26,6 @@ Exceptions (each carries a `code` string unless noted)::
     │   │   └── CliUsageError          command-line arguments could not be parsed at all
     │   └── CliLoadError               the CLI could not load a module or store; `.exit_code`
     └── ValueError
-        ├── SchemaIssues               raised by validators: the value has `.issues` (no code)
         └── SchemaValidationError      a boundary rejected a value; `.issues`, `.boundary`
 
 Records (frozen dataclasses with `to_dict()` giving the wire JSON):
@@ -59,6 +59,7 @@ from tubeless._diagnostics import (
     is_pipeline_error_code,
     normalize_cause,
 )
+from tubeless._public import show_public_module as _show_public_module
 
 if typing.TYPE_CHECKING:
     from tubeless.pipeline import PipelineRun
@@ -101,6 +102,8 @@ __all__ = [
     "is_pipeline_error_code",
     "normalize_cause",
 ]
+
+_show_public_module(__name__, __all__, globals())
 
 
 class TubelessError(Exception):
@@ -370,8 +373,12 @@ class CliLoadError(TubelessError):
         self.exit_code = exit_code
 
 
-class SchemaIssues(ValueError):  # noqa: N818 - the documented public name
-    """Raised by a validator: the value does not match; `issues` say where and why."""
+class SchemaIssues(TubelessError, ValueError):  # noqa: N818 - the documented public name
+    """Raised by a validator: the value does not match; `issues` say where and why.
+
+    `code` is `TUBELESS_SCHEMA_ISSUES`. It stays a `ValueError`, so `except ValueError`
+    catches it as before.
+    """
 
     issues: tuple[Issue, ...]
 
@@ -379,7 +386,9 @@ class SchemaIssues(ValueError):  # noqa: N818 - the documented public name
         self.issues = tuple(_to_issue(issue) for issue in issues)
         if not self.issues:
             self.issues = (Issue(message="Invalid value"),)
-        super().__init__("; ".join(issue.render() for issue in self.issues))
+        super().__init__(
+            "; ".join(issue.render() for issue in self.issues), code="TUBELESS_SCHEMA_ISSUES"
+        )
 
 
 def _to_issue(value: Issue | Mapping[str, Any] | str) -> Issue:

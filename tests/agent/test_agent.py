@@ -173,7 +173,7 @@ def test_an_agent_runs_as_a_child_pipeline() -> None:
     )
     parent = define_pipeline(id="parent", steps=[source, shout], finalize=shout)
 
-    run = parent.run(None, None, {"tracing": sink})
+    run = parent.run(None, context={"tracing": sink})
 
     assert run.status == "completed"
     assert run.value == "ONE TWO"

@@ -173,7 +173,7 @@ def test_a_tool_error_becomes_a_recoverable_outcome(sink: MemoryTraceSink) -> No
     reduced: list[Any] = []
     agent, decide = _agent(handler, [_calls("hit", "missing"), FINISH], reduced=reduced)
 
-    run = agent.run({}, None, {"tracing": sink})
+    run = agent.run({}, context={"tracing": sink})
 
     assert run.status == "completed"
     assert [turn for turn, _ in decide.seen] == [1, 2]
@@ -297,7 +297,7 @@ def test_a_fatal_failure_drains_an_active_sibling_without_cancelling_it(
     # The watch reads progress records: a clock moving a full interval per reading makes
     # every progress report go out at once instead of being held back.
     clock = FakeClock(tick=PROGRESS_INTERVAL_MS)
-    run = agent.run({}, None, {"tracing": watch, "signal": run_signal, "now": clock})
+    run = agent.run({}, context={"tracing": watch, "signal": run_signal, "now": clock})
 
     assert run.status == "failed"
     assert sorted(log.with_prefix("started:")) == ["bad", "slow"]
@@ -317,7 +317,7 @@ def test_output_schema_failure_is_fatal(sink: MemoryTraceSink) -> None:
     reduced: list[Any] = []
     agent, decide = _agent(lambda value, context: 42, [_calls("a"), FINISH], reduced=reduced)
 
-    run = agent.run({}, None, {"tracing": sink})
+    run = agent.run({}, context={"tracing": sink})
 
     assert run.status == "failed"
     assert reduced == []

@@ -88,7 +88,7 @@ def test_cancellation_mid_batch_drains_the_blocked_handlers(thread_baseline: int
     sink = MemoryTraceSink()
     canceller = _cancel_when(all_blocked, signal)
 
-    run = agent.run({}, None, {"signal": signal, "tracing": sink})
+    run = agent.run({}, context={"signal": signal, "tracing": sink})
     canceller.join()
 
     assert run.status == "cancelled"
@@ -131,7 +131,7 @@ def test_cancellation_with_one_slot_stops_the_next_calls(thread_baseline: int) -
     signal = threading.Event()
     canceller = _cancel_when(blocked, signal)
 
-    run = agent.run({}, None, {"signal": signal})
+    run = agent.run({}, context={"signal": signal})
     canceller.join()
 
     assert run.status == "cancelled"
@@ -149,7 +149,7 @@ def test_a_tool_error_after_cancellation_is_not_recovered() -> None:
         raise ToolError("NOT_FOUND", "too late")
 
     run = _agent(handler, scripted_decide([_calls("a"), FINISH]), journal).run(
-        {}, None, {"signal": signal}
+        {}, context={"signal": signal}
     )
 
     assert run.status == "cancelled"
@@ -172,7 +172,7 @@ def test_every_callback_gets_the_runs_own_signal() -> None:
     journal = Journal()
     agent = _agent(handler, decide, journal, concurrency=2)
 
-    assert agent.run({}, None, {"signal": signal}).status == "completed"
+    assert agent.run({}, context={"signal": signal}).status == "completed"
     assert len(seen) == 3
     assert all(item is signal for item in seen)
 
@@ -184,7 +184,7 @@ def test_a_run_cancelled_before_it_starts_never_initialises_state() -> None:
     signal.set()
     decide = scripted_decide([FINISH])
 
-    run = _agent(lambda v, c: v, decide, journal).run({}, None, {"signal": signal})
+    run = _agent(lambda v, c: v, decide, journal).run({}, context={"signal": signal})
 
     assert run.status == "cancelled"
     assert journal.entries == []
@@ -202,7 +202,7 @@ def test_a_decision_returned_after_cancellation_is_discarded() -> None:
         return _calls("a")
 
     run = _agent(lambda v, c: journal.add("ran") or v, decide, journal).run(
-        {}, None, {"signal": signal}
+        {}, context={"signal": signal}
     )
 
     assert run.status == "cancelled"
@@ -219,7 +219,7 @@ def test_cancellation_between_turns_starts_no_new_decision() -> None:
         return value
 
     decide = scripted_decide([_calls("a"), FINISH])
-    run = _agent(handler, decide, journal).run({}, None, {"signal": signal})
+    run = _agent(handler, decide, journal).run({}, context={"signal": signal})
 
     assert run.status == "cancelled"
     assert [turn for turn, _ in decide.seen] == [1]

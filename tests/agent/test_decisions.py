@@ -82,7 +82,7 @@ def _fail_first_turn(
     """Run an agent whose first decision is `decision`; return the run and its error JSON."""
     journal = journal or Journal()
     sink = sink or MemoryTraceSink()
-    run = _agent([decision], journal).run({}, None, {"tracing": sink})
+    run = _agent([decision], journal).run({}, context={"tracing": sink})
     assert run.status == "failed"
     assert run.finalized is False
     assert journal.starting_with("run:") == []

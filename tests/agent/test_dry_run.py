@@ -75,7 +75,7 @@ def test_without_a_preview_source_the_agent_step_is_skipped() -> None:
     """No state, no decisions; the step is skipped and required finalization fails."""
     calls = Calls()
 
-    run = _agent(calls, source=False).run({}, {"dry_run": True})
+    run = _agent(calls, source=False).run({}, controls={"dry_run": True})
 
     assert calls.names == []
     assert run.status == "failed"
@@ -101,7 +101,7 @@ def test_with_a_preview_source_decide_is_never_called() -> None:
     """The preview source decides, preview handlers run, and the agent finishes."""
     calls = Calls()
 
-    run = _agent(calls, source=True, preview=calls.preview).run({}, {"dry_run": True})
+    run = _agent(calls, source=True, preview=calls.preview).run({}, controls={"dry_run": True})
 
     assert run.status == "completed"
     assert run.value == "preview of x"
@@ -130,7 +130,7 @@ def test_a_tool_without_a_preview_fails_the_turn_in_a_dry_run(sink: MemoryTraceS
     """A skipped tool leaves no observation: the turn fails instead of inventing one."""
     calls = Calls()
 
-    run = _agent(calls, source=True).run({}, {"dry_run": True}, {"tracing": sink})
+    run = _agent(calls, source=True).run({}, controls={"dry_run": True}, context={"tracing": sink})
 
     assert run.status == "failed"
     assert run.finalized is False
@@ -149,7 +149,7 @@ def test_a_tool_error_from_a_preview_handler_is_recoverable() -> None:
     def preview(value: str, context: Any) -> str:
         raise ToolError("PREVIEW_ONLY", "No live data in a preview")
 
-    run = _agent(calls, source=True, preview=preview).run({}, {"dry_run": True})
+    run = _agent(calls, source=True, preview=preview).run({}, controls={"dry_run": True})
 
     assert run.status == "completed"
     assert run.value == "PREVIEW_ONLY: No live data in a preview"
@@ -159,7 +159,7 @@ def test_a_skip_policy_is_the_same_as_no_preview() -> None:
     """`dry_run="skip"` on a tool behaves as having no preview handler."""
     calls = Calls()
 
-    run = _agent(calls, source=True, preview="skip").run({}, {"dry_run": True})
+    run = _agent(calls, source=True, preview="skip").run({}, controls={"dry_run": True})
 
     assert run.status == "failed"
     assert "run" not in calls.names

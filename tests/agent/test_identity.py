@@ -146,7 +146,7 @@ def test_capability_identity_is_the_tool_pipeline_identity() -> None:
     )
     sink = MemoryTraceSink()
 
-    assert agent.run({}, None, {"tracing": sink}).status == "completed"
+    assert agent.run({}, context={"tracing": sink}).status == "completed"
 
     [started] = [
         r
@@ -188,7 +188,7 @@ def test_runtime_call_ids_are_not_steps() -> None:
 
     assert not plan.ok
     assert [error.code for error in plan.errors] == ["TUBELESS_PLANNING_STEP_UNKNOWN"]
-    run = _agent().run({}, {"step_ids": ["one"]})
+    run = _agent().run({}, controls={"step_ids": ["one"]})
     assert run.status == "failed"
     assert run.errors[0].code == "TUBELESS_PLANNING_STEP_UNKNOWN"
 

@@ -361,7 +361,7 @@ def test_an_agent_called_from_a_handler_has_its_own_limits() -> None:
     inner, _ = _agent([_batch(1, "inner"), FINISH], inner_counting, {"max_calls": 1})
 
     def delegate(value: str, context: Any) -> str:
-        return str(inner.run_or_raise({}, None, {"signal": context.signal}))
+        return str(inner.run_or_raise({}, context={"signal": context.signal}))
 
     outer = define_agent(
         id="outer",

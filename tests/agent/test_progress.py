@@ -72,7 +72,7 @@ def test_a_batch_of_100_calls_shows_at_most_32_call_groups(sink: MemoryTraceSink
     hook = Progress()
 
     run = _agent([_batch(100), FINISH]).run(
-        {}, None, {"tracing": sink, "hooks": hook, "now": _every_report_due()}
+        {}, context={"tracing": sink, "hooks": hook, "now": _every_report_due()}
     )
 
     assert run.status == "completed"
@@ -110,7 +110,7 @@ def test_a_failed_call_stays_visible_among_many(sink: MemoryTraceSink) -> None:
             raise ToolError("NOPE", "call 70 failed")
         return value
 
-    run = _agent([_batch(100), FINISH], handler).run({}, None, {"tracing": sink})
+    run = _agent([_batch(100), FINISH], handler).run({}, context={"tracing": sink})
 
     assert run.status == "completed"
     final = _calls_progress(sink)[-1]
@@ -127,7 +127,7 @@ def test_forty_turns_keep_the_current_group_and_31_recent_ones() -> None:
     decisions = [_batch(1) for _ in range(40)] + [FINISH]
 
     run = _agent(decisions, max_turns=41, max_decisions=41).run(
-        {}, None, {"hooks": hook, "now": _every_report_due()}
+        {}, context={"hooks": hook, "now": _every_report_due()}
     )
 
     assert run.status == "completed"
@@ -154,7 +154,7 @@ def test_a_failing_turn_marks_its_group_failed() -> None:
     """When a turn fails the current group is shown as failed."""
     hook = Progress()
 
-    run = _agent([_batch(1), {"kind": "continue", "calls": []}]).run({}, None, {"hooks": hook})
+    run = _agent([_batch(1), {"kind": "continue", "calls": []}]).run({}, context={"hooks": hook})
 
     assert run.status == "failed"
     last = hook.payloads[-1]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +62,23 @@ def test_define_tool_returns_a_read_only_opaque_handle() -> None:
         tool.description = "changed"  # type: ignore[misc]
     with pytest.raises(AttributeError):
         tool.run = _run  # type: ignore[attr-defined]
+
+
+def test_agent_tool_has_no_public_constructor() -> None:
+    """`AgentTool(...)` and subclasses fail with a code; copies are the tool itself."""
+    for args, kwargs in (((), {}), (("Echo",), {"run": _run})):
+        with pytest.raises(AgentDefinitionError, match="use define_tool") as raised:
+            AgentTool(*args, **kwargs)
+        assert raised.value.code == "TUBELESS_AGENT_INVALID_DEFINITION"
+    with pytest.raises(TypeError, match="cannot be subclassed"):
+        type("Forged", (AgentTool,), {})
+    tool = _tool()
+    assert copy.copy(tool) is tool
+    assert copy.deepcopy({"echo": tool})["echo"] is tool
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(tool)
+    with pytest.raises(AttributeError, match="read-only"):
+        del tool.description
 
 
 @pytest.mark.parametrize("description", [None, 42, "", "   \n\t", "x" * 4097])

@@ -122,7 +122,7 @@ def _attempts(sink: MemoryTraceSink, step_id: str) -> list[dict[str, Any]]:
 )
 def test_the_scripted_example_answers(options: Any, controls: Any, answer: str) -> None:
     """The scripted recipe recovers from a domain error and transforms the final answer."""
-    run = _scripted_agent().run(options, controls)
+    run = _scripted_agent().run(options, controls=controls)
 
     assert run.status == "completed"
     assert run.value == {"answer": answer}
@@ -130,7 +130,7 @@ def test_the_scripted_example_answers(options: Any, controls: Any, answer: str) 
 
 def test_run_topology(sink: MemoryTraceSink) -> None:
     """One child run per turn and one per dispatched call, linked to their parents."""
-    run = _scripted_agent().run({}, None, {"tracing": sink})
+    run = _scripted_agent().run({}, context={"tracing": sink})
     assert run.status == "completed"
 
     [root] = _completed(sink, "scripted-agent")
@@ -168,7 +168,7 @@ def test_run_topology(sink: MemoryTraceSink) -> None:
 
 def test_a_recoverable_tool_error_leaves_a_failed_tool_run(sink: MemoryTraceSink) -> None:
     """The `missing` word's tool run fails while the agent completes."""
-    run = _scripted_agent().run({"question": "missing word"}, None, {"tracing": sink})
+    run = _scripted_agent().run({"question": "missing word"}, context={"tracing": sink})
 
     assert run.status == "completed"
     statuses = {r["itemKey"]: r["payload"]["status"] for r in _completed(sink, "/tool/uppercase")}
@@ -177,7 +177,7 @@ def test_a_recoverable_tool_error_leaves_a_failed_tool_run(sink: MemoryTraceSink
 
 def test_first_attempt_attributes(sink: MemoryTraceSink) -> None:
     """decide, calls, reduce and tool steps record exactly the reference's attributes."""
-    run = _scripted_agent().run({}, None, {"tracing": sink})
+    run = _scripted_agent().run({}, context={"tracing": sink})
     root = run.run_id
 
     decides = _attempts(sink, "decide")
@@ -264,7 +264,7 @@ def test_calls_rejected_before_dispatch_leave_no_tool_run(sink: MemoryTraceSink)
         },
     )
 
-    run = rejecting.run({}, None, {"tracing": sink})
+    run = rejecting.run({}, context={"tracing": sink})
 
     assert run.status == "failed"
     assert not [r for r in sink.records if "/tool/" in r["pipelineId"]]
@@ -282,7 +282,7 @@ def test_a_malformed_envelope_records_no_decision_attempt(sink: MemoryTraceSink)
         decide=scripted_decide([{"kind": "continue", "calls": []}]),
     )
 
-    assert agent.run({}, None, {"tracing": sink}).status == "failed"
+    assert agent.run({}, context={"tracing": sink}).status == "failed"
     assert _attempts(sink, "decide") == []
 
 
@@ -301,7 +301,7 @@ def test_state_prompts_inputs_and_outputs_are_never_recorded(
 
     with open(ndjson, "w", encoding="utf-8") as stream:
         file_sink = NdjsonTraceSink(stream)
-        run = _scripted_agent().run({"question": f"{SECRET} word"}, None, {"tracing": Fanout()})
+        run = _scripted_agent().run({"question": f"{SECRET} word"}, context={"tracing": Fanout()})
 
     assert run.status == "completed"
     assert SECRET.upper() in run.value["answer"]

@@ -77,7 +77,7 @@ def test_decide_gets_state_and_the_decision_context() -> None:
         tools=_tools(),
     )
 
-    run = agent.run({}, None, {"signal": signal, "now": lambda: 1234})
+    run = agent.run({}, context={"signal": signal, "now": lambda: 1234})
 
     assert run.status == "completed"
     [entry] = seen
@@ -156,7 +156,7 @@ def test_each_turn_is_a_child_run_of_the_turn_pipeline(sink: MemoryTraceSink) ->
         tools=_tools(),
     )
 
-    run = agent.run({}, None, {"tracing": sink})
+    run = agent.run({}, context={"tracing": sink})
 
     assert run.status == "completed"
     assert [step.id for step in run.steps] == ["agent"]
@@ -191,7 +191,7 @@ def test_a_finish_turn_dispatches_no_calls(sink: MemoryTraceSink) -> None:
         reduce=lambda state, outcomes: reduced.append(outcomes),
     )
 
-    run = agent.run({}, None, {"tracing": sink})
+    run = agent.run({}, context={"tracing": sink})
 
     assert run.value == "done"
     assert reduced == []
@@ -260,7 +260,7 @@ def test_a_failing_decide_fails_the_turn_before_any_tool(sink: MemoryTraceSink) 
         tools=_tools(),
     )
 
-    run = agent.run({}, None, {"tracing": sink})
+    run = agent.run({}, context={"tracing": sink})
 
     assert run.status == "failed"
     assert run.errors[0].code == "TUBELESS_CHILD_FAILED"

@@ -52,7 +52,7 @@ def traced_run(
     context: dict[str, Any] = {"tracing": sink}
     if signal is not None:
         context["signal"] = signal
-    run = module.agent.run(options, controls, context)
+    run = module.agent.run(options, controls=controls, context=context)
     return run, sink.records
 
 
@@ -349,7 +349,7 @@ def test_needs_the_key_only_to_execute(
 
     assert agent.plan().ok
     assert agent.to_mermaid().startswith("flowchart TD")
-    preview = agent.run({}, {"dry_run": True})
+    preview = agent.run({}, controls={"dry_run": True})
     assert preview.steps[0].status == "skipped"
     assert preview.finalized is False
     run = agent.run({})

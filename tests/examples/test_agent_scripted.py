@@ -29,7 +29,7 @@ ANSWERS = [
 def traced_run(module: ModuleType, options: Any, dry_run: bool = False) -> tuple[Any, list[Any]]:
     """Run the scripted agent with an in-memory trace; return the report and the records."""
     sink = MemoryTraceSink()
-    run = module.agent.run(options, {"dry_run": dry_run}, {"tracing": sink})
+    run = module.agent.run(options, controls={"dry_run": dry_run}, context={"tracing": sink})
     return run, sink.records
 
 

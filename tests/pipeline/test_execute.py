@@ -443,6 +443,19 @@ def test_malformed_controls_and_context_raise_type_error() -> None:
         pipeline.run(context={"tracing": object()})
 
 
+def test_controls_and_context_are_keyword_only() -> None:
+    """`run` and `run_or_raise` refuse controls or context given by position."""
+    pipeline = define_pipeline(id="t", steps=[create_steps()("work", run=_value(1))])
+
+    for method in (pipeline.run, pipeline.run_or_raise):
+        with pytest.raises(TypeError, match="positional argument"):
+            method({}, {"dry_run": True})
+        with pytest.raises(TypeError, match="positional argument"):
+            method({}, None, {"run_id": "r"})
+    assert pipeline.run({}, controls={"dry_run": True}, context={"run_id": "r"}).dry_run
+    assert pipeline.run_or_raise({}, controls=None, context=None) == 1
+
+
 def test_a_failing_run_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     """Failures, a raising hook, a broken sink and step logs print nothing by themselves."""
 

@@ -39,7 +39,7 @@ def test_run_child_pipeline_returns_the_failed_report_without_raising() -> None:
         return run.status
 
     sink = MemoryTraceSink()
-    parent = _parent(call).run(None, None, {"tracing": sink})
+    parent = _parent(call).run(None, context={"tracing": sink})
     assert parent.status == "completed" and parent.value == "failed"
     child_run = seen["run"]
     assert child_run.parent_run_id == seen["parent"]
@@ -80,5 +80,5 @@ def test_observed_is_false_without_a_sink_or_hooks() -> None:
     seen: list[bool] = []
     parent = _parent(lambda inputs, context: seen.append(lowlevel.observed(context)))
     parent.run()
-    parent.run(None, None, {"tracing": MemoryTraceSink()})
+    parent.run(None, context={"tracing": MemoryTraceSink()})
     assert seen == [False, True]

@@ -1,5 +1,13 @@
 """The agent harness: tools, limits and a bounded decide -> calls -> reduce loop."""
 
+from tubeless._public import show_public_module as _show_public_module
+from tubeless._types import (
+    DecideCallback,
+    InitialStateCallback,
+    ReduceCallback,
+    ToolDryRun,
+    ToolHandler,
+)
 from tubeless.agent._agent import define_agent
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
@@ -13,12 +21,19 @@ __all__ = [
     "AgentLimits",
     "AgentTool",
     "ContinueDecision",
+    "DecideCallback",
     "DecisionContext",
     "FinishDecision",
+    "InitialStateCallback",
+    "ReduceCallback",
     "ToolContext",
+    "ToolDryRun",
     "ToolError",
+    "ToolHandler",
     "define_agent",
     "define_tool",
     "own_state",
     "parse_decision",
 ]
+
+_show_public_module(__name__, __all__, globals())

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._state import own_state
-from tubeless.agent._tools import TOOL_NAME, _schema, input_descriptor, tool_pipeline, tool_spec
+from tubeless.agent._tools import (
+    TOOL_NAME,
+    AgentTool,
+    _schema,
+    input_descriptor,
+    tool_pipeline,
+    tool_spec,
+)
 from tubeless.agent._turn import (
     AgentRuntime,
     DecideStep,
@@ -131,13 +139,13 @@ class AgentStep:
 def define_agent(
     *,
     id: str,
-    input_schema: object,
-    result_schema: object,
-    initial_state: Callable[[Any], Any],
-    decide: Callable[[Any, Any], Any],
-    tools: Mapping[str, Any] | None = None,
-    reduce: Callable[[Any, Any], Any] | None = None,
-    dry_run: Callable[[Any, Any], Any] | None = None,
+    input_schema: SchemaLike,
+    result_schema: SchemaLike,
+    initial_state: InitialStateCallback,
+    decide: DecideCallback,
+    tools: Mapping[str, AgentTool] | None = None,
+    reduce: ReduceCallback | None = None,
+    dry_run: DecideCallback | None = None,
     limits: AgentLimits | Mapping[str, int] | None = None,
     name: str | None = None,
     description: str | None = None,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import weakref
+import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._types import SchemaLike, ToolDryRun, ToolHandler
 from tubeless.agent._agent_contexts import ToolContext
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
@@ -17,8 +18,6 @@ from tubeless.schema import Schema, as_schema
 
 DESCRIPTION_LIMIT = 4096
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
-
-ToolHandler = Callable[[Any, ToolContext], Any]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -31,43 +30,70 @@ class _ToolSpec:
     preview: ToolHandler | None
 
 
+@typing.final
 class AgentTool:
-    """An opaque, frozen tool handle made by `define_tool`.
+    """A frozen tool made by `define_tool`, the only way to make one.
 
     Attributes:
         description: what the tool does (shown to models).
         input_json_schema: the frozen input descriptor (draft 2020-12, keys sorted).
     """
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("_spec",)
+    _spec: _ToolSpec
+
+    def __new__(cls, *args: object, **kwargs: object) -> AgentTool:
+        raise AgentDefinitionError("AgentTool has no public constructor: use define_tool(...)")
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        raise TypeError("AgentTool cannot be subclassed: use define_tool(...)")
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("AgentTool is read-only")
 
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("AgentTool is read-only")
+
+    def __copy__(self) -> AgentTool:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> AgentTool:
+        return self
+
+    def __reduce__(self) -> str:
+        # Handlers and compiled schemas do not survive pickling; define tools where used.
+        raise TypeError("AgentTool cannot be pickled: call define_tool(...) where it is used")
+
     @property
     def description(self) -> str:
-        return tool_spec(self).description
+        """What the tool does (shown to models)."""
+        return self._spec.description
 
     @property
     def input_json_schema(self) -> FrozenDict:
-        return tool_spec(self).input_json_schema
+        """The frozen input descriptor (draft 2020-12, keys sorted)."""
+        return self._spec.input_json_schema
 
     def __repr__(self) -> str:
         return f"AgentTool({self.description[:40]!r})"
 
 
-_REGISTRY: weakref.WeakKeyDictionary[AgentTool, _ToolSpec] = weakref.WeakKeyDictionary()
+def _make_tool(spec: _ToolSpec) -> AgentTool:
+    tool = object.__new__(AgentTool)
+    object.__setattr__(tool, "_spec", spec)
+    return tool
 
 
 def tool_spec(tool: object) -> _ToolSpec:
-    """The private definition behind a handle made by `define_tool`.
+    """The private definition behind a tool made by `define_tool`.
 
     Raises:
         KeyError: when `tool` was not made by `define_tool`.
     """
-    if not isinstance(tool, AgentTool):
+    spec = getattr(tool, "_spec", None) if isinstance(tool, AgentTool) else None
+    if not isinstance(spec, _ToolSpec):
         raise KeyError(tool)
-    return _REGISTRY[tool]
+    return spec
 
 
 def _schema(value: object, label: str) -> Schema:
@@ -118,11 +144,11 @@ def _check_description(description: object) -> str:
 def define_tool(
     *,
     description: str,
-    input_schema: object,
-    output_schema: object,
+    input_schema: SchemaLike,
+    output_schema: SchemaLike,
     run: ToolHandler,
     input_json_schema: Mapping[str, Any] | None = None,
-    dry_run: Literal["skip"] | ToolHandler | None = None,
+    dry_run: ToolDryRun = None,
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -148,8 +174,7 @@ def define_tool(
         )
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
-    handle = object.__new__(AgentTool)
-    _REGISTRY[handle] = _ToolSpec(
+    spec = _ToolSpec(
         description=text,
         input_schema=source,
         output_schema=output,
@@ -157,7 +182,7 @@ def define_tool(
         run=run,
         preview=dry_run if callable(dry_run) else None,
     )
-    return handle
+    return _make_tool(spec)
 
 
 def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepContext], Any]:

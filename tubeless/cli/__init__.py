@@ -1,5 +1,6 @@
 """The command line: pipeline commands, projects, live progress and `python -m tubeless`."""
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.cli._command import PipelineCommand, define_pipeline_command
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._project import Project, define_project
@@ -33,3 +34,5 @@ __all__ = [
     "main",
     "sanitize_terminal_text",
 ]
+
+_show_public_module(__name__, __all__, globals())

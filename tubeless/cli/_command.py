@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless._types import ContextLike, ControlsLike, HooksLike
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._command_flags import CliParameter
 from tubeless.cli._command_options import control_parameters, domain_values, run_controls
@@ -19,7 +20,7 @@ from tubeless.cli._failure import print_failure, print_rejected
 from tubeless.cli._interrupt import InterruptGuard
 from tubeless.cli._schema_flags import infer_parameters, unsupported
 from tubeless.errors import CliHelpRequested, CliValidationError
-from tubeless.pipeline import PipelinePlan, RunContext, RunControls
+from tubeless.pipeline import Pipeline, PipelinePlan, RunContext
 from tubeless.progress import PipelineReporter, ReporterLog, create_reporter, sanitize_terminal_log
 
 __all__ = ["SIGINT_EXIT_CODE", "PipelineCommand", "define_pipeline_command"]
@@ -63,7 +64,7 @@ def _reporter_options(reporter: object) -> Mapping[str, Any] | None:
 
 
 def _domain_parameters(
-    pipeline: Any, overrides: Mapping[str, Mapping[str, Any]] | None, explicit: bool
+    pipeline: Pipeline, overrides: Mapping[str, Mapping[str, Any]] | None, explicit: bool
 ) -> tuple[CliParameter, ...]:
     schema = getattr(pipeline, "options_schema", None)
     if explicit or schema is None:
@@ -80,7 +81,7 @@ def _domain_parameters(
 
 
 def define_pipeline_command(
-    pipeline: Any,
+    pipeline: Pipeline,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -88,7 +89,7 @@ def define_pipeline_command(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     configure: Configure | None = None,
     validate: Validate | None = None,
-    hooks: Any = None,
+    hooks: HooksLike | None = None,
     reporter: bool | Mapping[str, Any] = True,
     summarize: Summarize | None = None,
 ) -> PipelineCommand:
@@ -160,7 +161,7 @@ def _hook_list(hooks: object) -> list[Any]:
     return list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
 
 
-def _context_fields(context: RunContext | Mapping[str, Any] | None) -> dict[str, Any]:
+def _context_fields(context: ContextLike | None) -> dict[str, Any]:
     if context is None:
         return {}
     if isinstance(context, RunContext):
@@ -193,11 +194,11 @@ class PipelineCommand:
 
     def __init__(
         self,
-        pipeline: Any,
+        pipeline: Pipeline,
         *,
         arguments: CommandArguments,
         map_options: MapOptions | None,
-        hooks: Any,
+        hooks: HooksLike | None,
         reporter: Mapping[str, Any] | None,
         summarize: Summarize | None,
     ) -> None:
@@ -213,7 +214,7 @@ class PipelineCommand:
         return f"PipelineCommand({self.id!r})"
 
     @property
-    def pipeline(self) -> Any:
+    def pipeline(self) -> Pipeline:
         """The pipeline the command runs."""
         return self._pipeline
 
@@ -252,7 +253,7 @@ class PipelineCommand:
         """A fresh argparse parser for the command (building it has no side effects)."""
         return self._arguments.build_parser()
 
-    def plan(self, controls: RunControls | Mapping[str, Any] | None = None) -> PipelinePlan:
+    def plan(self, controls: ControlsLike | None = None) -> PipelinePlan:
         """Plan the pipeline structurally: no parsing and no domain options."""
         plan: PipelinePlan = self._pipeline.plan(controls)
         return plan
@@ -276,9 +277,7 @@ class PipelineCommand:
         """
         return self._arguments.parse(argv, os.environ if env is None else env)
 
-    def execute(
-        self, values: Mapping[str, Any], *, context: RunContext | Mapping[str, Any] | None = None
-    ) -> Any:
+    def execute(self, values: Mapping[str, Any], *, context: ContextLike | None = None) -> Any:
         """Run the pipeline with parsed `values`; print the summary lines after success.
 
         The run's context is `context` with the reporter's logger as `log` and the hooks
@@ -301,7 +300,9 @@ class PipelineCommand:
         hooks += _hook_list(self._hooks)
         fields["hooks"] = hooks or None
         try:
-            value = self._pipeline.run_or_raise(options, run_controls(parsed), fields)
+            value = self._pipeline.run_or_raise(
+                options, controls=run_controls(parsed), context=fields
+            )
         finally:
             if reporter is not None:
                 reporter.close()
@@ -310,9 +311,7 @@ class PipelineCommand:
                 print(line, file=sys.stdout, flush=True)
         return value
 
-    def run(
-        self, argv: Sequence[str], *, context: RunContext | Mapping[str, Any] | None = None
-    ) -> Any:
+    def run(self, argv: Sequence[str], *, context: ContextLike | None = None) -> Any:
         """Parse `argv` and execute the values; raises what `parse` and `execute` raise."""
         return self.execute(self.parse(argv), context=context)
 

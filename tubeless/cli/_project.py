@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tubeless.pipeline import Pipeline
 
 __all__ = ["Project", "define_project"]
 
@@ -25,7 +28,7 @@ class Project:
     """Display name (default: the id)."""
     description: str | None
     """What the project is for."""
-    pipelines: tuple[Any, ...]
+    pipelines: tuple[Pipeline, ...]
     """The pipelines, in the order given."""
 
     @property
@@ -33,7 +36,7 @@ class Project:
         """The pipelines' ids, in order."""
         return tuple(pipeline.id for pipeline in self.pipelines)
 
-    def get(self, id: str) -> Any:
+    def get(self, id: str) -> Pipeline:
         """Return the pipeline registered as `id`.
 
         Raises:
@@ -55,7 +58,7 @@ def _non_blank(value: object, field: str) -> str | None:
 
 def define_project(
     id: str,
-    pipelines: Sequence[Any],
+    pipelines: Sequence[Pipeline],
     *,
     name: str | None = None,
     description: str | None = None,
@@ -75,7 +78,8 @@ def define_project(
     project_id = _non_blank(id, "id")
     if project_id is None:
         raise ValueError("Project id must be a non-empty string.")
-    if isinstance(pipelines, (str, bytes)) or not isinstance(pipelines, Sequence):
+    given: object = pipelines  # checked at run time, whatever a caller's types said
+    if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
         raise TypeError("Project pipelines must be a list of pipelines")
     seen: set[str] = set()
     for pipeline in pipelines:

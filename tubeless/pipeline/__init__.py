@@ -1,15 +1,17 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
+from tubeless._public import show_public_module as _show_public_module
+from tubeless._types import ContextLike, ControlsLike, Hook, HooksLike
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
 from tubeless.pipeline._handler_context import ExecutionContext, StepContext, StepLogger
+from tubeless.pipeline._hooks import HOOK_NAMES, PipelineHooks
 from tubeless.pipeline._identity import (
     DefinitionIdentity,
     DefinitionSnapshot,
     decode_snapshot,
     fingerprint,
 )
-from tubeless.pipeline._observe import HOOK_NAMES
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._render import escape_mermaid_label, render_mermaid, render_plan
 from tubeless.pipeline._run_result import PipelineRun, StepReport, run_status
@@ -24,11 +26,16 @@ from tubeless.pipeline._steps import (
 
 __all__ = [
     "HOOK_NAMES",
+    "ContextLike",
+    "ControlsLike",
     "DefinitionIdentity",
     "DefinitionSnapshot",
     "ExecutionContext",
+    "Hook",
+    "HooksLike",
     "NestedPipeline",
     "Pipeline",
+    "PipelineHooks",
     "PipelineLogger",
     "PipelinePlan",
     "PipelineRun",
@@ -53,3 +60,5 @@ __all__ = [
     "require_outputs",
     "run_status",
 ]
+
+_show_public_module(__name__, __all__, globals())

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tubeless._types import Hook
 from tubeless.errors import (
     IterationError,
     PipelineExecutionError,
@@ -24,7 +25,6 @@ from tubeless.pipeline._handler_context import (
     raise_if_cancelled,
     scope_of,
 )
-from tubeless.pipeline._observe import Hook
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.pipeline._run_result import PipelineRun
 

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from tubeless._types import ContextLike, ControlsLike, HooksLike
 from tubeless.trace import TraceSink
 
 
@@ -54,7 +55,7 @@ def _string_list(value: object, field: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def resolve_controls(controls: RunControls | Mapping[str, Any] | None) -> RunControls:
+def resolve_controls(controls: ControlsLike | None) -> RunControls:
     """Return `controls` as a `RunControls`, checking keys and types.
 
     Values that are wrong for this pipeline (unknown steps, `step_ids=[]`, a bad
@@ -127,8 +128,8 @@ class RunContext:
     """A stable id across host retries; inherited by child runs."""
     tracing: TraceSink | None = None
     """A trace sink: every record of the run (and its children) goes there."""
-    hooks: Any = None
-    """A hook set (mapping or object of `on_*` callables) or a list of them."""
+    hooks: HooksLike | None = None
+    """A `PipelineHooks` object, a mapping of hook name to callable, or a list of them."""
     log: PipelineLogger | None = None
     """Where step logs go (default: the `tubeless` logger, silent unless configured)."""
     now: Callable[[], int] | None = None
@@ -142,7 +143,7 @@ class RunContext:
 _CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
 
 
-def resolve_context(context: RunContext | Mapping[str, Any] | None) -> RunContext:
+def resolve_context(context: ContextLike | None) -> RunContext:
     """Return `context` as a `RunContext`, checking keys and types.
 
     Raises:

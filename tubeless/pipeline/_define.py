@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from tubeless._types import ContextLike, ControlsLike, SchemaLike
 from tubeless.errors import (
     PipelineDefinitionError,
     PipelineExecutionError,
     TraceRecordError,
     TubelessError,
 )
-from tubeless.pipeline._controls import RunContext, RunControls, resolve_context, resolve_controls
+from tubeless.pipeline._controls import RunControls, resolve_context, resolve_controls
 from tubeless.pipeline._execute import execute_run
 from tubeless.pipeline._graph import (
     cycle_error,
@@ -26,7 +27,7 @@ from tubeless.pipeline._identity import DefinitionSnapshot, build_snapshot
 from tubeless.pipeline._plan import PipelinePlan, build_plan
 from tubeless.pipeline._render import render_mermaid
 from tubeless.pipeline._run_result import PipelineRun
-from tubeless.pipeline._steps import RequiredOutputs, Step
+from tubeless.pipeline._steps import FinalizeHandler, RequiredOutputs, Step
 from tubeless.schema import Schema, as_schema
 from tubeless.trace import TRACE_VERSION
 from tubeless.trace.lowlevel import check_record
@@ -118,8 +119,8 @@ def define_pipeline(
     id: str,
     steps: Sequence[Step],
     targets: Sequence[Step] | None = None,
-    finalize: object = None,
-    result_schema: object = None,
+    finalize: FinalizeHandler | Step | RequiredOutputs | None = None,
+    result_schema: SchemaLike | None = None,
     name: str | None = None,
     description: str | None = None,
     implementation_version: str | None = None,
@@ -231,7 +232,7 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"Pipeline({self.id!r})"
 
-    def plan(self, controls: RunControls | Mapping[str, Any] | None = None) -> PipelinePlan:
+    def plan(self, controls: ControlsLike | None = None) -> PipelinePlan:
         """Plan a run without running anything (no handlers, schemas or callbacks).
 
         Bad control values give a plan with `ok=False` and every planning error.
@@ -253,8 +254,9 @@ class Pipeline:
     def run(
         self,
         options: Any = None,
-        controls: RunControls | Mapping[str, Any] | None = None,
-        context: RunContext | Mapping[str, Any] | None = None,
+        *,
+        controls: ControlsLike | None = None,
+        context: ContextLike | None = None,
     ) -> PipelineRun:
         """Run the pipeline and return its report; never raises for run failures.
 
@@ -277,8 +279,9 @@ class Pipeline:
     def run_or_raise(
         self,
         options: Any = None,
-        controls: RunControls | Mapping[str, Any] | None = None,
-        context: RunContext | Mapping[str, Any] | None = None,
+        *,
+        controls: ControlsLike | None = None,
+        context: ContextLike | None = None,
     ) -> Any:
         """Run the pipeline and return its value.
 
@@ -286,7 +289,7 @@ class Pipeline:
             PipelineExecutionError: when the run did not complete; `.result` is the run and
                 `__cause__` the exception behind its first error.
         """
-        result = self.run(options, controls, context)
+        result = self.run(options, controls=controls, context=context)
         if result.status != "completed":
             raise PipelineExecutionError(result) from result.first_exception()
         return result.value

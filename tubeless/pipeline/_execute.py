@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tubeless._types import Hook
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._classify import finalization_error, to_diagnostic
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
@@ -20,7 +21,8 @@ from tubeless.pipeline._handler_context import (
     default_sleep,
     raise_if_cancelled,
 )
-from tubeless.pipeline._observe import Hook, RunObserver, TraceChannel, normalize_hooks
+from tubeless.pipeline._hooks import normalize_hooks
+from tubeless.pipeline._observe import RunObserver, TraceChannel
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.pipeline._run_result import RUN_MODEL_VERSION, PipelineRun, run_status
 from tubeless.pipeline._schedule import StepScheduler, trace_error

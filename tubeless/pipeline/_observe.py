@@ -7,35 +7,17 @@ executor holds no `RunObserver` and builds no record at all.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from tubeless._types import Hook
 from tubeless.errors import TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
 from tubeless.trace.lowlevel import check_own_fields, check_record, shared_fields_valid
 
 Record = dict[str, Any]
-Hook = Callable[[Record], None]
 
-HOOK_NAMES = (
-    "on_record",
-    "on_pipeline_start",
-    "on_step_plan",
-    "on_step_start",
-    "on_step_progress",
-    "on_step_attempt",
-    "on_log",
-    "on_step_complete",
-    "on_step_skip",
-    "on_step_cancel",
-    "on_step_fail",
-    "on_step_status",
-    "on_finalize_start",
-    "on_finalize_complete",
-    "on_finalize_error",
-    "on_pipeline_complete",
-)
 _HOOK_BY_RECORD = {
     "pipeline.started": "on_pipeline_start",
     "step.planned": "on_step_plan",
@@ -50,29 +32,6 @@ _HOOK_BY_RECORD = {
     "pipeline.finalize.failed": "on_finalize_error",
     "pipeline.completed": "on_pipeline_complete",
 }
-
-
-def normalize_hooks(hooks: object) -> tuple[dict[str, Hook], ...]:
-    """Turn a hook set, an object with `on_*` methods, or a list of them into dicts.
-
-    Raises:
-        TypeError: for an unknown hook name in a mapping or a non-callable hook.
-    """
-    if hooks is None:
-        return ()
-    if isinstance(hooks, (list, tuple)):
-        return tuple(hook_set for item in hooks for hook_set in normalize_hooks(item))
-    if isinstance(hooks, Mapping):
-        unknown = sorted(str(name) for name in hooks if name not in HOOK_NAMES)
-        if unknown:
-            raise TypeError(f"Unknown hook names: {', '.join(unknown)}")
-        found = {name: hooks[name] for name in HOOK_NAMES if hooks.get(name) is not None}
-    else:
-        found = {name: getattr(hooks, name) for name in HOOK_NAMES if hasattr(hooks, name)}
-    for name, hook in found.items():
-        if not callable(hook):
-            raise TypeError(f"Hook {name} must be callable")
-    return (found,) if found else ()
 
 
 def _hook_names(record: Record) -> tuple[str, ...]:

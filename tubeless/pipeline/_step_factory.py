@@ -10,8 +10,9 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from tubeless._types import ControlsLike, SchemaLike
 from tubeless.pipeline._child_runs import IterationRunner, SingleChildRunner
-from tubeless.pipeline._controls import RunControls, controls_to_dict, resolve_controls
+from tubeless.pipeline._controls import controls_to_dict, resolve_controls
 from tubeless.pipeline._define import Pipeline
 from tubeless.pipeline._fan_out import FanOutRunner
 from tubeless.pipeline._handler_context import StepContext
@@ -27,7 +28,7 @@ from tubeless.pipeline._steps import (
 )
 from tubeless.schema import Schema, as_schema
 
-ChildControls = RunControls | Mapping[str, Any] | None
+ChildControls = ControlsLike | None
 """Controls of a child run: `RunControls`, a dict of the same keys, or `None`."""
 ItemControls = Callable[[Any, int, StepInputs, StepContext], ChildControls]
 """`controls(item, index, inputs, context)` of one `for_each_pipeline` child."""
@@ -94,7 +95,7 @@ class StepFactory:
 
     __slots__ = ("_scope", "options_schema")
 
-    def __init__(self, options_schema: object = None) -> None:
+    def __init__(self, options_schema: SchemaLike | None = None) -> None:
         self._scope = options_schema
         self.options_schema: Schema | None = (
             None if options_schema is None else as_schema(options_schema, label="Options")
@@ -111,7 +112,7 @@ class StepFactory:
         optional_depends_on: Sequence[Step] | None = None,
         skip_after_failure_of: Sequence[Step] | None = None,
         dry_run: DryRunPolicy = None,
-        output_schema: object = None,
+        output_schema: SchemaLike | None = None,
         skip: SkipPredicate | None = None,
     ) -> Step:
         """Define an ordinary step.
@@ -362,7 +363,7 @@ def _step_fields(
     }
 
 
-def create_steps(options_schema: object = None) -> StepFactory:
+def create_steps(options_schema: SchemaLike | None = None) -> StepFactory:
     """Return a step factory bound to one pipeline's domain options.
 
     Args:

@@ -1,5 +1,9 @@
 """Trace records (wire format v3), their sinks and readers, and the fold behind run views."""
 
+import importlib as _importlib
+import typing as _typing
+
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
@@ -13,7 +17,6 @@ from tubeless.trace._projection import (
     format_run_list,
     project_runs,
 )
-from tubeless.trace._sqlite import SqliteTraceStore
 from tubeless.trace._wire import (
     TRACE_DETAIL_BYTE_LIMIT,
     TRACE_LIST_LIMIT,
@@ -26,6 +29,9 @@ from tubeless.trace._wire import (
     load_trace_schema,
     validate_record,
 )
+
+if _typing.TYPE_CHECKING:
+    from tubeless.trace._sqlite import SqliteTraceStore
 
 __all__ = [
     "TRACE_DETAIL_BYTE_LIMIT",
@@ -53,3 +59,19 @@ __all__ = [
     "read_ndjson",
     "validate_record",
 ]
+
+_show_public_module(__name__, __all__, globals())
+
+
+# sqlite3 loads when the store is first used (PEP 562).
+def __getattr__(name: str) -> object:
+    if name != "SqliteTraceStore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _importlib.import_module("tubeless.trace._sqlite").SqliteTraceStore
+    _show_public_module(__name__, [name], {name: value})
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "SqliteTraceStore"})

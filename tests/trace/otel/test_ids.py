@@ -42,7 +42,7 @@ def test_ids_follow_the_documented_derivation(spans: Any, scripted_agent: Any) -
     """Trace id = SHA-256 of the root run id; run and step span ids from their own ids."""
     memory = MemoryTraceSink()
     with compose_sinks(memory, OtelTraceSink(spans.provider)) as sink:
-        run = scripted_agent.run({"question": "a"}, None, {"tracing": sink})
+        run = scripted_agent.run({"question": "a"}, context={"tracing": sink})
     agent = spans.one("invoke_agent scripted-agent")
     assert agent.context.trace_id == _derived(16, "trace", run.run_id)
     assert agent.context.span_id == _derived(8, "run", run.run_id)
@@ -61,7 +61,7 @@ def test_a_replay_gives_the_live_ids_and_times(spans: Any, scripted_agent: Any) 
     """Replaying the stored records gives every span the live sink gave, ids and times alike."""
     memory = MemoryTraceSink()
     with compose_sinks(memory, OtelTraceSink(spans.provider)) as sink:
-        scripted_agent.run({"question": "missing word"}, None, {"tracing": sink})
+        scripted_agent.run({"question": "missing word"}, context={"tracing": sink})
     first, second = _replayed(memory.records), _replayed(memory.records)
     assert _ids(first) == _ids(spans.ended)
     assert _ids(second) == _ids(first)
@@ -74,6 +74,6 @@ def test_another_provider_keeps_its_own_ids(scripted_agent: Any) -> None:
     """A provider that is not the SDK's is used as it is (no ids forced on it)."""
     provider = trace_api.NoOpTracerProvider()
     with OtelTraceSink(provider) as sink:
-        run = scripted_agent.run({"question": "a"}, None, {"tracing": sink})
+        run = scripted_agent.run({"question": "a"}, context={"tracing": sink})
     assert run.status == "completed"
     assert sink.failures == 0

@@ -20,7 +20,7 @@ from tubeless.trace.otel._replay import traces_endpoint
 def records(scripted_agent: Any) -> list[dict[str, Any]]:
     """The records of one run of the scripted example."""
     memory = MemoryTraceSink()
-    scripted_agent.run({"question": "hello tubeless"}, None, {"tracing": memory})
+    scripted_agent.run({"question": "hello tubeless"}, context={"tracing": memory})
     return memory.records
 
 

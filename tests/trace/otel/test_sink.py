@@ -25,7 +25,7 @@ def test_it_composes_beside_the_ndjson_and_sqlite_sinks(
     ndjson = NdjsonTraceSink(tmp_path / "trace.ndjson")
     store = SqliteTraceStore(tmp_path / "runs.sqlite")
     with compose_sinks(ndjson, store, OtelTraceSink(spans.provider)) as sink:
-        run = scripted_agent.run({"question": "hello tubeless"}, None, {"tracing": sink})
+        run = scripted_agent.run({"question": "hello tubeless"}, context={"tracing": sink})
     assert run.status == "completed"
     records = read_ndjson(tmp_path / "trace.ndjson")
     with SqliteTraceStore(tmp_path / "runs.sqlite", read_only=True) as reader:
@@ -41,7 +41,8 @@ def test_concurrent_runs_share_one_sink_without_mixing(spans: Any, scripted_agen
     statuses: list[str] = []
 
     def run(question: str) -> None:
-        statuses.append(scripted_agent.run({"question": question}, None, {"tracing": sink}).status)
+        run = scripted_agent.run({"question": question}, context={"tracing": sink})
+        statuses.append(run.status)
 
     threads = [threading.Thread(target=run, args=(q,)) for q in ("a b c", "d e f")]
     for thread in threads:
@@ -80,7 +81,7 @@ def test_a_failing_provider_never_fails_the_run(
     """Errors inside the sink are counted and logged once; the run completes."""
     sink = OtelTraceSink(_BrokenProvider())
     with caplog.at_level(logging.WARNING, logger="tubeless.trace.otel"):
-        run = scripted_agent.run({"question": "hello tubeless"}, None, {"tracing": sink})
+        run = scripted_agent.run({"question": "hello tubeless"}, context={"tracing": sink})
         sink.close()
     assert run.status == "completed"
     assert run.value == {"answer": "14 characters; HELLO; TUBELESS"}
@@ -102,7 +103,7 @@ def test_a_root_run_links_to_the_callers_active_span(spans: Any, scripted_agent:
     """A run started inside an active span keeps its own trace and links to that span."""
     tracer = spans.provider.get_tracer("test")
     with tracer.start_as_current_span("request") as request, OtelTraceSink(spans.provider) as sink:
-        scripted_agent.run({"question": "x"}, None, {"tracing": sink})
+        scripted_agent.run({"question": "x"}, context={"tracing": sink})
     agent = spans.one("invoke_agent scripted-agent")
     assert agent.parent is None
     assert agent.context.trace_id != request.get_span_context().trace_id
@@ -189,7 +190,7 @@ provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
 with OtelTraceSink() as sink:
-    agent.run({{"question": "a b"}}, None, {{"tracing": sink}})
+    agent.run({{"question": "a b"}}, context={{"tracing": sink}})
 print(sorted(span.name for span in exporter.get_finished_spans())[0])
 """
     result = subprocess.run(

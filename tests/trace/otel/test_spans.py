@@ -33,7 +33,7 @@ def _status(span: ReadableSpan) -> str:
 def _run_example(agent: Any, spans: Any, question: str) -> tuple[Any, list[dict[str, Any]]]:
     memory = MemoryTraceSink()
     with compose_sinks(memory, OtelTraceSink(spans.provider)) as sink:
-        run = agent.run({"question": question}, None, {"tracing": sink})
+        run = agent.run({"question": question}, context={"tracing": sink})
     return run, memory.records
 
 
@@ -106,7 +106,7 @@ def test_the_implementation_version_becomes_the_agent_version(spans: Any) -> Non
         tools={},
     )
     with OtelTraceSink(spans.provider) as sink:
-        assert versioned.run({}, None, {"tracing": sink}).status == "completed"
+        assert versioned.run({}, context={"tracing": sink}).status == "completed"
     attributes = spans.one("invoke_agent versioned").attributes or {}
     assert attributes["gen_ai.agent.version"] == "2026.12"
 
@@ -168,7 +168,7 @@ def test_a_failed_run_ends_every_span_with_its_error(spans: Any) -> None:
 
     agent = _agent(handler, [_calls("good", "bad"), {"kind": "finish", "result": "x"}])
     with OtelTraceSink(spans.provider) as sink:
-        run = agent.run({}, None, {"tracing": sink})
+        run = agent.run({}, context={"tracing": sink})
     assert run.status == "failed"
     lines = spans.outline(_status)
     assert lines[0].startswith("invoke_agent otel-agent ERROR TUBELESS_")
@@ -198,7 +198,7 @@ def test_a_cancelled_run_ends_every_span_as_cancelled(spans: Any) -> None:
     canceller = threading.Thread(target=lambda: ready.wait(WAIT) and signal.set())
     canceller.start()
     memory, sink = MemoryTraceSink(), OtelTraceSink(spans.provider)
-    run = agent.run({}, None, {"tracing": compose_sinks(memory, sink), "signal": signal})
+    run = agent.run({}, context={"tracing": compose_sinks(memory, sink), "signal": signal})
     canceller.join()
     assert run.status == "cancelled"
     ended = spans.ended  # every span is ended before close(): the run closed them all
@@ -226,7 +226,7 @@ def test_close_ends_the_spans_of_a_run_that_never_completed(spans: Any) -> None:
     """Spans still open when the sink closes end ERROR (`_OTHER`) at the run's last record."""
     memory = MemoryTraceSink()
     agent = _agent(lambda value, context: value, [_calls("a"), {"kind": "finish", "result": "x"}])
-    agent.run({}, None, {"tracing": memory})
+    agent.run({}, context={"tracing": memory})
     records = memory.records
     cut = next(i for i, r in enumerate(records) if r["pipelineId"] == "otel-agent/tool/work")
     sink = OtelTraceSink(spans.provider)
@@ -281,9 +281,9 @@ def test_a_child_agent_nests_under_its_call_span(spans: Any, scripted_agent: Any
     """A run under a turn that is itself an agent gets `execute_tool` then `invoke_agent`."""
     parent, child = MemoryTraceSink(), MemoryTraceSink()
     _agent(lambda v, c: v, [_calls("a"), {"kind": "finish", "result": "x"}]).run(
-        {}, None, {"tracing": parent}
+        {}, context={"tracing": parent}
     )
-    scripted_agent.run({"question": "hi"}, None, {"tracing": child})
+    scripted_agent.run({"question": "hi"}, context={"tracing": child})
     with OtelTraceSink(spans.provider) as sink:
         for record in _child_agent_records(parent.records, child.records):
             sink.export(record)
@@ -309,7 +309,7 @@ def test_a_tool_error_code_is_never_the_message(spans: Any) -> None:
 
     agent = _agent(handler, [_calls("a"), {"kind": "finish", "result": "x"}])
     with OtelTraceSink(spans.provider) as sink:
-        agent.run({}, None, {"tracing": sink})
+        agent.run({}, context={"tracing": sink})
     attributes = spans.one("execute_tool work").attributes or {}
     assert attributes["tubeless.error.source_code"] == "RATE_LIMITED"
     assert "secret-ish" not in str([dict(s.attributes or {}) for s in spans.ended])
@@ -353,7 +353,7 @@ def test_child_pipelines_nest_under_the_step_that_runs_them(spans: Any) -> None:
     ]
     parent = define_pipeline(id="parent", steps=steps)
     with OtelTraceSink(spans.provider) as sink:
-        run = parent.run({}, {"max_concurrency": 4}, {"tracing": sink})
+        run = parent.run({}, controls={"max_concurrency": 4}, context={"tracing": sink})
     assert run.status == "completed"
     assert spans.outline(_status) == [
         "pipeline parent UNSET",

@@ -28,8 +28,11 @@ run id)`; span id = the first 8 bytes of `H("run", run id)` for a run, `H("call"
 for the call span of an agent called as a tool, `H("step", run id, step id)` for a step.
 """
 
+from tubeless._public import show_public_module as _show_public_module
 from tubeless.trace.otel._mapping import SPAN_MAPPING, SpanRule
 from tubeless.trace.otel._replay import export_records
 from tubeless.trace.otel._sink import OtelTraceSink
 
 __all__ = ["SPAN_MAPPING", "OtelTraceSink", "SpanRule", "export_records"]
+
+_show_public_module(__name__, __all__, globals())
