@@ -18,6 +18,7 @@ PUBLIC_MODULES = [
     "tubeless.schema",
     "tubeless.testing",
     "tubeless.trace",
+    "tubeless.trace.otel",
 ]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._failure import print_failure, print_rejected
+from tubeless.cli._workbench_export import handle_export
 from tubeless.cli._workbench_history import handle_history
 from tubeless.cli._workbench_parser import get_parser
 from tubeless.cli._workbench_run import handle_run
@@ -25,6 +26,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "plan": handle_plan,
     "graph": handle_graph,
     "history": handle_history,
+    "export": handle_export,
 }
 
 
