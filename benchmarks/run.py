@@ -23,6 +23,7 @@ from typing import Any
 import bench_agent
 import bench_inserts
 import bench_memory
+import bench_otel
 import bench_state
 import profile_agent
 from _measure import Verdict
@@ -66,8 +67,9 @@ def machine() -> dict[str, Any]:
         "processor": platform.processor() or "unknown",
         "cpus": os.cpu_count(),
         "loadAverage": os.getloadavg(),
-        "tubeless": importlib.metadata.version("tubeless"),
+        "tubeless": importlib.metadata.version("tubeless-pipelines"),
         "jsonschema": importlib.metadata.version("jsonschema"),
+        "opentelemetry-sdk": importlib.metadata.version("opentelemetry-sdk"),
     }
 
 
@@ -128,7 +130,22 @@ def run_trace_store_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]
     return []
 
 
-BENCHES = (run_agent_bench, run_memory_bench, run_state_bench, run_trace_store_bench)
+def run_otel_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print the live OpenTelemetry sink's cost per call (information)."""
+    grid = bench_otel.QUICK if quick else bench_otel.FULL
+    samples = bench_otel.measure(grid)
+    emit(_section("OpenTelemetry live sink") + bench_otel.format_otel(grid, samples))
+    figures["otel"] = bench_otel.otel_json(grid, samples)
+    return []
+
+
+BENCHES = (
+    run_agent_bench,
+    run_memory_bench,
+    run_state_bench,
+    run_trace_store_bench,
+    run_otel_bench,
+)
 
 
 def benchmark(quick: bool) -> dict[str, Any]:

@@ -14,9 +14,11 @@ PUBLIC_MODULES = [
     "tubeless.cli",
     "tubeless.errors",
     "tubeless.pipeline",
+    "tubeless.progress",
     "tubeless.schema",
     "tubeless.testing",
     "tubeless.trace",
+    "tubeless.trace.otel",
 ]
 
 

@@ -16,6 +16,8 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── TraceRecordError           a trace record does not match the trace v3 wire schema
     │   ├── TraceSinkError             a trace sink could not take a record; `.partial`
     │   ├── TraceStoreError            a trace file or store cannot be opened or read
+    │   ├── TraceExportError           an OTLP endpoint did not take the exported spans
+    │   ├── MissingExtraError          an optional extra is not installed; `.extra` (ImportError)
     │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
     │   ├── AgentError                 a model decision or state was rejected at run time
     │   │   └── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
@@ -89,6 +91,7 @@ __all__ = [
     "FanOutFailure",
     "Issue",
     "IterationError",
+    "MissingExtraError",
     "PipelineDefinitionError",
     "PipelineExecutionError",
     "RunCancelledError",
@@ -97,6 +100,7 @@ __all__ = [
     "SchemaValidationError",
     "ToolError",
     "TornTraceWarning",
+    "TraceExportError",
     "TraceRecordError",
     "TraceSinkError",
     "TraceStoreError",
@@ -265,6 +269,30 @@ class TraceStoreError(TubelessError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_TRACE_STORE_INVALID")
+
+
+class TraceExportError(TubelessError):
+    """An OTLP endpoint refused or never answered an export of spans (`tubeless export otel`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="TUBELESS_TRACE_EXPORT_FAILED")
+
+
+class MissingExtraError(TubelessError, ImportError):
+    """A module needs an optional extra that is not installed; `extra` names it.
+
+    The message says what to install: `pip install 'tubeless-pipelines[<extra>]'`.
+    """
+
+    extra: str
+
+    def __init__(self, feature: str, *, extra: str, missing: str) -> None:
+        super().__init__(
+            f"{feature} needs the optional extra {extra!r}, which is not installed "
+            f"(no module {missing!r}): pip install 'tubeless-pipelines[{extra}]'",
+            code="TUBELESS_EXTRA_MISSING",
+        )
+        self.extra = extra
 
 
 class AgentDefinitionError(TubelessError, TypeError):

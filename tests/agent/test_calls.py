@@ -414,3 +414,38 @@ def test_tool_threads_do_not_outlive_the_run(thread_baseline: int) -> None:
     )
 
     assert agent.run({}).status == "completed"
+
+
+def test_a_failed_call_shows_in_the_agents_progress_while_a_sibling_runs(
+    thread_baseline: int,
+) -> None:
+    """A call that failed is reported failed at once, not when its running sibling ends."""
+    sibling_released = threading.Event()
+    sibling_finished = threading.Event()
+    failed_seen_early = threading.Event()
+
+    def handler(value: str, context: Any) -> str:
+        if value == "bad":
+            raise ToolError("UNKNOWN_CITY", "no such city")
+        # The sibling runs until the agent's progress shows the failure (or the test
+        # gives up), so the batch cannot drain first.
+        sibling_released.wait(5)
+        sibling_finished.set()
+        return value
+
+    def on_record(record: dict[str, Any]) -> None:
+        if record["name"] != "step.running" or record.get("stepId") != "agent":
+            return
+        rows = {
+            row["id"]: row.get("status")
+            for row in record["payload"].get("progress", {}).get("details", ())
+        }
+        if rows.get("iteration-1/calls/bad") == "failed" and not sibling_finished.is_set():
+            failed_seen_early.set()
+            sibling_released.set()
+
+    agent, _ = _agent(handler, [_calls("bad", "slow"), FINISH], concurrency=2)
+    run = agent.run({}, context={"hooks": {"on_record": on_record}})
+
+    assert run.status == "completed", _errors(run)
+    assert failed_seen_early.is_set()

@@ -135,12 +135,12 @@ def test_forty_turns_keep_the_current_group_and_31_recent_ones() -> None:
     for progress in hook.payloads:
         groups = [row for row in progress["details"] if GROUP.match(row["id"])]
         assert len(groups) <= 32
-        assert re.match(r"^Iteration \d+ of at most 41", progress["message"])
+        assert re.match(r"^turn \d+ \(limit 41\)", progress["message"])
     last = hook.payloads[-1]
     groups = [row["id"] for row in last["details"] if GROUP.match(row["id"])]
     assert groups == ["iteration-41"] + [f"iteration-{n}" for n in range(40, 9, -1)]
-    assert last["details"][-1] == {"id": "earlier-iterations", "name": "9 earlier iterations"}
-    assert last["details"][0]["name"] == "Iteration 41"
+    assert last["details"][-1] == {"id": "earlier-iterations", "name": "9 earlier turns"}
+    assert last["details"][0]["name"] == "turn 41"
     nested = [row for row in last["details"] if row["id"].startswith("iteration-41/")]
     assert [row["id"] for row in nested] == [
         "iteration-41/decide",

@@ -12,11 +12,14 @@ import pytest
 from tubeless.cli import get_parser
 
 
-def _parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    found = {"tubeless": parser}
+def _parsers(
+    parser: argparse.ArgumentParser, prog: str = "tubeless"
+) -> dict[str, argparse.ArgumentParser]:
+    found = {prog: parser}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            found.update({f"tubeless {name}": sub for name, sub in action.choices.items()})
+            for name, sub in action.choices.items():
+                found.update(_parsers(sub, f"{prog} {name}"))
     return found
 
 
@@ -32,7 +35,7 @@ def test_building_the_parser_has_no_side_effects(
 
 
 def test_the_parser_has_every_command() -> None:
-    """The parser holds list, inspect, plan, graph, run and history."""
+    """The parser holds list, inspect, plan, graph, run, history and export otel."""
     assert list(_parsers(get_parser())) == [
         "tubeless",
         "tubeless list",
@@ -41,6 +44,8 @@ def test_the_parser_has_every_command() -> None:
         "tubeless graph",
         "tubeless run",
         "tubeless history",
+        "tubeless export",
+        "tubeless export otel",
     ]
 
 

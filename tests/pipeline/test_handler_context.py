@@ -296,3 +296,45 @@ def test_progress_is_held_back_between_intervals_and_the_latest_is_sent() -> Non
     assert messages == ["item 1", "after a pause", "the very last"]
     names = [r["name"] for r in sink.records if r.get("stepId") == "busy"]
     assert names[-2:] == ["step.running", "step.complete"]
+
+
+def test_held_back_progress_goes_out_before_the_failure_record() -> None:
+    """When a handler fails, its held-back progress precedes `step.failed`, never follows it."""
+    from tubeless.testing import FakeClock, MemoryTraceSink
+
+    sink = MemoryTraceSink()
+
+    def failing(inputs: Any, context: Any) -> None:
+        context.report_progress(1, 2, "first")
+        context.report_progress(2, 2, "held back")
+        raise RuntimeError("boom")
+
+    steps = create_steps()
+    define_pipeline(id="late", steps=[steps.step("failing", run=failing)]).run(
+        context={"tracing": sink, "now": FakeClock()}
+    )
+    names = [r["name"] for r in sink.records if r.get("stepId") == "failing"]
+    assert names[-3:] == ["step.running", "step.running", "step.failed"]
+
+
+def test_urgent_progress_is_never_held_back() -> None:
+    """An urgent offer (a failure) goes out inside the interval; ordinary ones still wait."""
+    from tubeless.testing import FakeClock, MemoryTraceSink
+
+    sink = MemoryTraceSink()
+
+    def reporting(inputs: Any, context: Any) -> None:
+        context.offer_progress(lambda: (0, 2, "started", []))
+        context.offer_progress(lambda: (1, 2, "merged away", []))
+        context.offer_progress(lambda: (1, 2, "a call failed", []), urgent=True)
+
+    steps = create_steps()
+    define_pipeline(id="urgent", steps=[steps.step("reporting", run=reporting)]).run(
+        context={"tracing": sink, "now": FakeClock()}
+    )
+    messages = [
+        r["payload"]["progress"]["message"]
+        for r in sink.records
+        if r["name"] == "step.running" and "progress" in r["payload"]
+    ]
+    assert messages == ["started", "a call failed"]

@@ -163,7 +163,7 @@ def _records() -> dict[str, dict[str, Any]]:
                 "progress": {
                     "completed": 1,
                     "total": 2.5,
-                    "message": "Iteration 1 of at most 3",
+                    "message": "iteration 1 (limit 3)",
                     "details": [
                         {"id": "call-1", "name": "search", "status": "running", "depth": 0},
                         {"id": "call-1/x", "label": "", "completed": 1, "total": 2, "depth": 1},

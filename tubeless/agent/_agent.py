@@ -137,6 +137,7 @@ class AgentStep:
                 step_id="agent",
                 pipeline=self._turn,
                 max_iterations=self._runtime.limits.max_turns,
+                unit="turn",
                 initial_state=lambda _inputs, _context: Execution(
                     own_state(self._runtime.initial_state(context.options)), 1, 0, 0
                 ),

@@ -48,7 +48,9 @@ class _CallsProgress:
             self._status[call_id] = status
             if label is not None:
                 self._labels[call_id] = label
-            self._context.offer_progress(self._snapshot)
+            # A failure goes out at once, while siblings still run.
+            urgent = status in ("failed", "cancelled")
+            self._context.offer_progress(self._snapshot, urgent=urgent)
 
     def _snapshot(self) -> tuple[int, int, str, list[dict[str, Any]]]:
         shown = visible_groups(self._ids, self._status, DETAIL_GROUP_LIMIT)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
+import sys
 import threading
 from types import FrameType, TracebackType
 from typing import Any, TextIO
@@ -22,12 +22,16 @@ class InterruptGuard:
     process at once while the run drains. Outside the main thread (where Python cannot
     install signal handlers) the guard does nothing. Leaving it restores the old handler.
 
+    The line is written by a helper thread, never by the handler itself: the main thread
+    may be in the middle of a write to the same stream, and with a live frame on screen
+    `sys.stderr` puts the line above the frame.
+
     Args:
         run_signal: the run's cancellation event.
-        stream: where the line goes (stderr).
+        stream: where the line goes (default: `sys.stderr` when it is written).
     """
 
-    def __init__(self, run_signal: threading.Event, stream: TextIO) -> None:
+    def __init__(self, run_signal: threading.Event, stream: TextIO | None = None) -> None:
         self._signal = run_signal
         self._stream = stream
         self._previous: Any = None
@@ -56,19 +60,14 @@ class InterruptGuard:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        self._announce()
         # The handler runs on the main thread, which may hold the event's internal lock
-        # right now (inside `Event.wait`); setting it from another thread cannot deadlock.
-        threading.Thread(target=self._signal.set, name="tubeless-sigint").start()
+        # right now (inside `Event.wait`) or be inside a buffered write (which refuses a
+        # re-entrant one): another thread writes the line and sets the event.
+        threading.Thread(target=self._announce_and_cancel, name="tubeless-sigint").start()
 
-    def _announce(self) -> None:
-        line = f"{SIGINT_MESSAGE}\n"
-        # A raw write: the main thread may be in the middle of a buffered write to the
-        # same stream, and buffered streams refuse re-entrant writes.
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            self._stream.flush()
-        try:
-            os.write(self._stream.fileno(), line.encode("utf-8", "replace"))
-        except (OSError, ValueError, AttributeError, RuntimeError):
-            with contextlib.suppress(OSError, ValueError, RuntimeError):
-                self._stream.write(line)
+    def _announce_and_cancel(self) -> None:
+        stream = sys.stderr if self._stream is None else self._stream
+        with contextlib.suppress(OSError, ValueError, RuntimeError, AttributeError):
+            stream.write(f"{SIGINT_MESSAGE}\n")
+            stream.flush()
+        self._signal.set()

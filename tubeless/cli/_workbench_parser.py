@@ -23,6 +23,7 @@ COMMAND_HELP = {
     "graph": "Print the pipeline's static graph as a Mermaid flowchart.",
     "run": "Run a pipeline command (or a project pipeline) with its own arguments.",
     "history": "Show runs recorded in a SQLite store or an NDJSON trace.",
+    "export": "Send recorded runs to an observability backend (export otel: OTLP/HTTP).",
 }
 """One sentence per command, as the top-level help lists them."""
 
@@ -183,6 +184,48 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
     )
 
 
+_OTEL_DESCRIPTION = (
+    "Replay recorded runs as OpenTelemetry spans to an OTLP/HTTP endpoint, after the fact; "
+    "the store is only read, never created. Needs the otel extra: "
+    "pip install 'tubeless-pipelines[otel]'. Each run becomes a span "
+    "(an agent: invoke_agent ID; a turn: turn N; a tool call: execute_tool TOOL), each step "
+    "a span under it, with the recorded start and end times; ids are derived from the run "
+    "ids, so exporting a run again gives the same spans. Only ids, codes and statuses are "
+    "sent, never options, inputs, outputs or messages. OTEL_EXPORTER_OTLP_HEADERS, "
+    "OTEL_EXPORTER_OTLP_TIMEOUT and OTEL_SERVICE_NAME (default: tubeless) apply."
+)
+
+
+def _add_export(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "export", help=COMMAND_HELP["export"], description=COMMAND_HELP["export"]
+    )
+    formats = parser.add_subparsers(
+        dest="format", metavar="FORMAT", required=True, parser_class=StrictArgumentParser
+    )
+    otel = formats.add_parser(
+        "otel",
+        help="Replay recorded runs as OpenTelemetry spans to an OTLP/HTTP endpoint.",
+        description=_OTEL_DESCRIPTION,
+    )
+    source = otel.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", metavar="FILE", help="Read the runs from this SQLite store.")
+    source.add_argument("--trace", metavar="FILE", help="Read the runs from this NDJSON trace.")
+    otel.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="The OTLP/HTTP traces URL; /v1/traces is added to a bare http://host:port "
+        "(default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, else "
+        "http://localhost:4318/v1/traces).",
+    )
+    otel.add_argument(
+        "run_id",
+        nargs="?",
+        metavar="RUN_ID",
+        help="Export only the run tree holding this run (its root and every child run).",
+    )
+
+
 def get_parser() -> StrictArgumentParser:
     """Build the whole `tubeless` parser (no side effects: nothing is loaded or printed)."""
     parser = StrictArgumentParser(
@@ -195,4 +238,5 @@ def get_parser() -> StrictArgumentParser:
     )
     for add in (_add_list, _add_inspect, _add_plan, _add_graph, _add_run, _add_history):
         add(commands)
+    _add_export(commands)
     return parser

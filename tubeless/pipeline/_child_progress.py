@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol
 
 from tubeless.pipeline._plan import PipelinePlan
 
@@ -22,19 +22,30 @@ _TERMINAL = {
 _FINISHED = frozenset(_TERMINAL.values())
 Row = dict[str, Any]
 Progress = tuple[float, float | None, str | None, list[Row]]
-Offer = Callable[[Callable[[], Progress]], None]
+_SETBACKS = frozenset({"failed", "cancelled"})
+
+
+class Offer(Protocol):
+    """`StepContext.offer_progress`: a snapshot source, sent at once when urgent."""
+
+    def __call__(self, source: Callable[[], Progress], *, urgent: bool = False) -> None: ...
 
 
 class ChildRunTracker:
-    """Follows the records of one child run and summarises its steps."""
+    """Follows the records of one child run and summarises its steps.
 
-    __slots__ = ("_names", "_on_change", "_order", "_progress", "_status")
+    `on_change(urgent)` is told about every change; a change is urgent when a child step,
+    or a detail row of a child step's progress, newly failed or was cancelled.
+    """
 
-    def __init__(self, plan: PipelinePlan, on_change: Callable[[], None]) -> None:
+    __slots__ = ("_names", "_on_change", "_order", "_progress", "_setbacks", "_status")
+
+    def __init__(self, plan: PipelinePlan, on_change: Callable[[bool], None]) -> None:
         self._order = [step.id for step in plan.steps]
         self._names = {step.id: step.name or step.id for step in plan.steps}
         self._status = dict.fromkeys(self._order, "pending")
         self._progress: dict[str, Mapping[str, Any]] = {}
+        self._setbacks: dict[str, int] = {}
         self._on_change = on_change
 
     @property
@@ -46,16 +57,23 @@ class ChildRunTracker:
         name, step_id = record["name"], record.get("stepId")
         if step_id not in self._status:
             return
+        urgent = False
         if name == "step.running":
             self._status[step_id] = "running"
             progress = record["payload"].get("progress")
             if progress is not None:
                 self._progress[step_id] = progress
+                setbacks = sum(
+                    1 for row in progress.get("details", ()) if row.get("status") in _SETBACKS
+                )
+                urgent = setbacks > self._setbacks.get(step_id, 0)
+                self._setbacks[step_id] = setbacks
         elif name in _TERMINAL:
             self._status[step_id] = _TERMINAL[name]
+            urgent = self._status[step_id] in _SETBACKS
         else:
             return
-        self._on_change()
+        self._on_change(urgent)
 
     @property
     def completed(self) -> int:
@@ -135,9 +153,9 @@ class SingleChildProgress:
         self._offer = offer
         self.tracker = ChildRunTracker(plan, self.publish)
 
-    def publish(self) -> None:
+    def publish(self, urgent: bool = False) -> None:
         """Offer the parent step's progress (built only if it goes out)."""
-        self._offer(self._snapshot)
+        self._offer(self._snapshot, urgent=urgent)
 
     def _snapshot(self) -> Progress:
         tracker = self.tracker
@@ -181,12 +199,12 @@ class FanOutProgress:
         """Mark `key` completed, failed or cancelled."""
         with self._lock:
             self._status[key] = status
-            self.publish()
+            self.publish(status in _SETBACKS)
 
-    def publish(self) -> None:
+    def publish(self, urgent: bool = False) -> None:
         """Offer the current totals, message and item groups."""
         with self._lock:
-            self._offer(self._snapshot)
+            self._offer(self._snapshot, urgent=urgent)
 
     def _snapshot(self) -> Progress:
         done = sum(1 for s in self._status.values() if s in _FINISHED)
@@ -219,10 +237,15 @@ class FanOutProgress:
 
 
 class IterationProgress:
-    """Progress of an `iterate_pipeline` step: the current group, then newest settled ones."""
+    """Progress of an `iterate_pipeline` step: the current group, then newest settled ones.
 
-    def __init__(self, max_iterations: int, offer: Offer) -> None:
+    The count is against a limit, not an estimate, and says so: `turn 3 (limit 6)` for
+    an agent (`unit="turn"`). Each new iteration is reported at once.
+    """
+
+    def __init__(self, max_iterations: int, offer: Offer, *, unit: str = "iteration") -> None:
         self._max = max_iterations
+        self._unit = unit
         self._offer = offer
         self._index = 0
         self._tracker: ChildRunTracker | None = None
@@ -235,13 +258,13 @@ class IterationProgress:
         self._index = index
         self._status = "running"
         self._tracker = ChildRunTracker(plan, self.publish)
-        self.publish()
+        self.publish(urgent=True)
         return self._tracker.hooks
 
     def settle(self, status: str) -> None:
         """Mark the current iteration completed, failed or cancelled, and keep its group."""
         self._status = status
-        self.publish()
+        self.publish(status in _SETBACKS)
         self._settled.insert(0, self._group_row())
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
             self._settled.pop()
@@ -251,19 +274,19 @@ class IterationProgress:
     def _group_row(self) -> Row:
         row: Row = {
             "id": f"iteration-{self._index}",
-            "name": f"Iteration {self._index}",
+            "name": f"{self._unit} {self._index}",
             "status": self._status,
         }
         if self._tracker is not None:
             row.update(completed=self._tracker.completed, total=self._tracker.total)
         return row
 
-    def publish(self) -> None:
+    def publish(self, urgent: bool = False) -> None:
         """Offer the current group, its child's rows and the settled groups."""
-        self._offer(self._snapshot)
+        self._offer(self._snapshot, urgent=urgent)
 
     def _snapshot(self) -> Progress:
-        message = f"Iteration {self._index} of at most {self._max}"
+        message = f"{self._unit} {self._index} (limit {self._max})"
         rows: list[Row] = []
         if self._tracker is not None:
             child = self._tracker.message()
@@ -273,5 +296,6 @@ class IterationProgress:
             rows += self._tracker.rows(f"iteration-{self._index}/", 1)
         rows += self._settled
         if self._dropped:
-            rows.append({"id": "earlier-iterations", "name": f"{self._dropped} earlier iterations"})
+            earlier = f"{self._dropped} earlier {self._unit}s"
+            rows.append({"id": "earlier-iterations", "name": earlier})
         return self._index - 1, self._max, message, rows

@@ -201,12 +201,14 @@ class IterationRunner:
         transition: Callable[[Any, Any, StepContext], Any],
         map_options: Callable[[Any, Mapping[str, Any], StepContext], Any] | None = None,
         controls: RunControls | Mapping[str, Any] | None = None,
+        unit: str = "iteration",
     ) -> None:
         """Repeat `pipeline` (at most `max_iterations` runs) from `initial_state(inputs, context)`.
 
         Each iteration runs the child with `map_options(state, inputs, context)` (default:
         the state itself); `transition(value, state, context)` then returns
-        `{"kind": "next", "state": ...}` or `{"kind": "finish", "result": ...}`.
+        `{"kind": "next", "state": ...}` or `{"kind": "finish", "result": ...}`. Progress
+        counts iterations against the limit in `unit`s (`turn 3 (limit 6)` for an agent).
         """
         self.step_id = step_id
         self.pipeline = pipeline
@@ -215,11 +217,12 @@ class IterationRunner:
         self.transition = transition
         self.map_options = map_options
         self.controls = controls
+        self.unit = unit
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         state = self.initial_state(inputs, context)
         progress = (
-            IterationProgress(self.max_iterations, context.offer_progress)
+            IterationProgress(self.max_iterations, context.offer_progress, unit=self.unit)
             if observed(context)
             else None
         )

@@ -287,10 +287,18 @@ class StepContext(ExecutionContext):
         progress = progress_payload(completed, total, message, details)
         self.offer_progress(lambda: (completed, total, message, details), progress)
 
-    def offer_progress(self, source: ProgressSource, built: dict[str, Any] | None = None) -> None:
+    def offer_progress(
+        self,
+        source: ProgressSource,
+        built: dict[str, Any] | None = None,
+        *,
+        urgent: bool = False,
+    ) -> None:
         """Report progress that `source()` describes, building it only if it goes out now.
 
         Used by child-run trackers, whose detail rows are costly to build on every change.
+        An `urgent` report (a failure, a new iteration) goes out at once, whatever the
+        interval: throttling may merge updates but must not hold those back.
         """
         channel = self._scope.channel
         if self._scope.observer is None or not self._active or channel is None:
@@ -298,7 +306,7 @@ class StepContext(ExecutionContext):
         with channel.lock:
             now = self._scope.now()
             last = self._last_progress_ms
-            if last is not None and now - last < PROGRESS_INTERVAL_MS:
+            if not urgent and last is not None and now - last < PROGRESS_INTERVAL_MS:
                 self._pending = source
                 return
             self._pending = None

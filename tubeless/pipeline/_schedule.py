@@ -282,9 +282,10 @@ class StepScheduler:
         try:
             value = handler(inputs, context)
         except Exception as error:
-            return self._failed(index, error, attempt)
-        finally:
+            # Held-back progress goes out before the failure record, never after it.
             context.close()
+            return self._failed(index, error, attempt)
+        context.close()
         return self._publish(index, value, attempt, None)
 
     def _begin(self, step: Step) -> _Attempt:

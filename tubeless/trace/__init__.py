@@ -1,4 +1,4 @@
-"""Trace records (wire format v3), their sinks and readers, and stored-run views."""
+"""Trace records (wire format v3), their sinks and readers, and the fold behind run views."""
 
 import importlib as _importlib
 import typing as _typing
@@ -7,6 +7,8 @@ from tubeless._public import show_public_module as _show_public_module
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
+    RunFold,
+    StepFold,
     StoredAttempt,
     StoredLog,
     StoredRun,
@@ -43,7 +45,9 @@ __all__ = [
     "TRACE_VERSION",
     "ComposedTraceSink",
     "NdjsonTraceSink",
+    "RunFold",
     "SqliteTraceStore",
+    "StepFold",
     "StoredAttempt",
     "StoredLog",
     "StoredRun",

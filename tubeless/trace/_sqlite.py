@@ -1,7 +1,7 @@
 """A SQLite trace store: an append-only table of records that is a sink and a reader.
 
 The table is the reference's `pipeline_run_events` plus one column, `extra_json`, for
-what the reference's columns cannot keep exactly (see `_rows`), so a record read back
+what the reference's columns cannot keep exactly (see `_sqlite_rows`), so a record read back
 equals, field for field and type for type, the record written.
 """
 
@@ -18,7 +18,14 @@ from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
-from tubeless.trace._rows import COLUMNS, INSERT, Row, check_row_text, record_row, row_record
+from tubeless.trace._sqlite_rows import (
+    COLUMNS,
+    INSERT,
+    Row,
+    check_row_text,
+    record_row,
+    row_record,
+)
 from tubeless.trace._wire import validate_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]

@@ -8,10 +8,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from tubeless.cli._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
-from tubeless.cli._reporter_base import LogLevel, PipelineReporter
-from tubeless.cli._terminal import Theme, sanitize_terminal_log
-from tubeless.cli._tty_rows import RunView, frame_rows
+from tubeless.progress._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
+from tubeless.progress._frame_rows import frame_rows
+from tubeless.progress._redirect import LineRedirect, install, uninstall
+from tubeless.progress._reporter import LogLevel, PipelineReporter
+from tubeless.progress._terminal import Theme, sanitize_terminal_log
+from tubeless.trace import RunFold
 
 __all__ = ["InteractiveReporter"]
 
@@ -21,15 +23,21 @@ _PANE_MIN_COLUMNS = 120
 _PANE_MIN_ROWS = 8
 _PANE_LINES = 8
 _LOG_LINE_LIMIT = 2048
+# Log lines shown only in the pane are printed above the frame once the pane goes; past
+# this many, the oldest are counted instead of kept (the trace still has them all).
+_PANE_BACKLOG_LIMIT = 10_000
+_STREAMS = ("stdout", "stderr")
 
 
 class InteractiveReporter(PipelineReporter):
     """A live frame: header, step rows with spinners and bars, detail rows, finalize.
 
     Logs print above the frame, or into a `Logs` pane beside it on terminals of at least
-    120x8. A frame taller than the terminal shows a window around the last spinner. A
-    background thread repaints every `refresh_interval` seconds while something runs, so
-    spinners and elapsed times move even when a step keeps the worker threads busy.
+    120x8 (and above the final frame when the pane goes). While the frame is up, lines
+    written to `sys.stdout` and `sys.stderr` on the same terminal print above it too. A
+    frame taller than the terminal shows a window around the last spinner. A background
+    thread repaints every `refresh_interval` seconds while something runs, so spinners and
+    elapsed times move even when a step keeps the worker threads busy.
     """
 
     def __init__(
@@ -45,8 +53,13 @@ class InteractiveReporter(PipelineReporter):
         self._interval = refresh_interval
         self._bar_width = progress_bar_width
         self._writer = FrameWriter(self._write)
-        self._view: RunView | None = None
+        self._fold: RunFold | None = None
+        # When each step started running, by the reporter's clock (for elapsed times).
+        self._step_started: dict[str, float] = {}
         self._recent_logs: list[str] = []
+        self._pane_backlog: list[str] = []
+        self._backlog_dropped = 0
+        self._redirects: dict[str, LineRedirect] = {}
         self._dirty = False
         self._last_paint = -math.inf
         self._tree_printed = False
@@ -58,15 +71,18 @@ class InteractiveReporter(PipelineReporter):
             return False
         name = record.get("name")
         if name == "pipeline.started":
-            self._view = RunView.start(record)
+            self._fold = RunFold(record)
+            self._fold.add(record)
+            self._step_started = {}
             self._tree_printed = False
             self._start_refresh()
+            self._redirect_output()
             self._paint()
             return False
-        if self._view is None:
+        if self._fold is None:
             return False
         now = self._clock()
-        progress_only = self._view.apply(record, now)
+        progress_only = self._fold_in(self._fold, record, now)
         if name == "pipeline.completed":
             return True  # `close` paints the final tree
         # Planned steps arrive in a burst and progress can be chatty: the refresh thread
@@ -84,21 +100,46 @@ class InteractiveReporter(PipelineReporter):
             "warning": f"{theme.paint('skip', '!')} ",
         }.get(level, "")
         text = f"{prefix}{sanitize_terminal_log(message)}"
-        if self._closed or self._view is None:
+        if self._closed or self._fold is None:
             self._write(f"{text}\n")
             return
         self._recent_logs.extend(line[:_LOG_LINE_LIMIT] for line in text.split("\n")[-_PANE_LINES:])
         del self._recent_logs[:-_PANE_LINES]
         columns, height = self._size()
-        self._paint(above=None if self._pane_visible(columns, height) else f"{text}\n")
+        if not self._pane_visible(columns, height):
+            self._paint(above=f"{text}\n")
+            return
+        self._pane_backlog.append(text)
+        if len(self._pane_backlog) > _PANE_BACKLOG_LIMIT:
+            del self._pane_backlog[0]
+            self._backlog_dropped += 1
+        self._paint()
 
     def _shutdown(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        # Released before taking the lock: a redirect holds its own lock while it waits
+        # for ours.
+        pending = "".join(uninstall(name, redirect) for name, redirect in self._redirects.items())
+        self._redirects = {}
         with self._lock:
-            self._paint()
+            self._paint(above=f"{pending}\n" if pending else None)
             self._writer.show_cursor()
+
+    def _redirect_output(self) -> None:
+        for name in _STREAMS:
+            if name not in self._redirects:
+                redirect = install(name, self._stream, self._print_above)
+                if redirect is not None:
+                    self._redirects[name] = redirect
+
+    def _print_above(self, text: str) -> None:
+        with self._lock:
+            if self._fold is None:
+                self._write(text)
+            else:
+                self._paint(above=text)
 
     def _start_refresh(self) -> None:
         if self._thread is None:
@@ -110,16 +151,32 @@ class InteractiveReporter(PipelineReporter):
     def _refresh(self) -> None:
         while not self._stop.wait(self._interval):
             with self._lock:
-                if self._closed or self._view is None:
+                if self._closed or self._fold is None:
                     continue
-                rows = self._rows(self._view, self._clock())
+                rows = self._rows(self._fold, self._clock())
                 if self._dirty or any(row.live for row in rows):
                     self._paint(rows=rows)
 
-    def _rows(self, view: RunView, now: float) -> list[Row]:
+    def _fold_in(self, fold: RunFold, record: Mapping[str, Any], now: float) -> bool:
+        """Fold `record` in; return True when it only moved a running step's progress."""
+        if record.get("name") != "step.running":
+            fold.add(record)
+            return False
+        step_id = record.get("stepId")
+        before = fold.steps.get(step_id) if isinstance(step_id, str) else None
+        progress_only = before is not None and before.status == "running"
+        fold.add(record)
+        if not progress_only and isinstance(step_id, str):
+            self._step_started[step_id] = now
+        return progress_only
+
+    def _rows(self, fold: RunFold, now: float) -> list[Row]:
         frames = _SPINNER_FRAMES[self._theme.unicode]
         spinner = frames[int(now / self._interval) % len(frames)]
-        return frame_rows(view, self._theme, spinner=spinner, now=now, bar_width=self._bar_width)
+        elapsed = {step_id: now - at for step_id, at in self._step_started.items()}
+        return frame_rows(
+            fold, self._theme, spinner=spinner, elapsed=elapsed, bar_width=self._bar_width
+        )
 
     def _size(self) -> tuple[int, int]:
         try:
@@ -132,31 +189,35 @@ class InteractiveReporter(PipelineReporter):
 
     def _pane_visible(self, columns: int, height: int) -> bool:
         return (
-            self._view is not None
-            and self._view.summary is None
+            not self._closed
+            and self._fold is not None
+            and self._fold.completed is None
             and columns >= _PANE_MIN_COLUMNS
             and height >= _PANE_MIN_ROWS
         )
 
     def _paint(self, *, above: str | None = None, rows: Sequence[Row] | None = None) -> None:
-        view = self._view
-        if view is None:
+        fold = self._fold
+        if fold is None:
             return
         now = self._clock()
         if rows is None:
-            rows = self._rows(view, now)
+            rows = self._rows(fold, now)
         self._dirty = False
         self._last_paint = now
         columns, height = self._size()
         lines = self._visible_lines(rows, height)
-        if view.summary is not None and len(rows) >= height:
+        if fold.completed is not None and len(rows) >= height:
             # A finished tree taller than the terminal scrolls out in full, once.
             if not self._tree_printed:
                 above = (above or "") + "".join(f"{row.text}\n" for row in rows)
                 self._tree_printed = True
             lines = []
         unicode = self._theme.unicode
-        if self._pane_visible(columns, height):
+        pane_visible = self._pane_visible(columns, height)
+        if not pane_visible and self._pane_backlog:
+            above = self._take_backlog() + (above or "")
+        if pane_visible:
             pane = self._recent_logs[-min(_PANE_LINES, height - 3) :] or [
                 f"Waiting for logs{self._theme.ellipsis}"
             ]
@@ -164,6 +225,13 @@ class InteractiveReporter(PipelineReporter):
         else:
             fitted = [fit_line(line, columns, unicode) for line in lines]
         self._writer.redraw(fitted, columns, above)
+
+    def _take_backlog(self) -> str:
+        dropped, self._backlog_dropped = self._backlog_dropped, 0
+        lines = [f"{self._theme.ellipsis} {dropped} earlier log lines"] if dropped else []
+        lines += self._pane_backlog
+        self._pane_backlog = []
+        return "".join(f"{line}\n" for line in lines)
 
     def _visible_lines(self, rows: Sequence[Row], height: int) -> list[str]:
         if len(rows) < height:

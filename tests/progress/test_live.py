@@ -15,8 +15,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from tubeless.cli._reporter import create_reporter
-from tubeless.cli._reporter_base import PipelineReporter
+from tubeless.progress import create_reporter
+from tubeless.progress._reporter import PipelineReporter
 
 _SEQUENCE = re.compile(r"\x1b\[(\??)([0-9;]*)([A-Za-z])")
 
@@ -271,6 +271,24 @@ def test_interactive_running_frame_shows_bar_percent_message_and_elapsed() -> No
     ]
 
 
+def test_an_agent_step_shows_its_turn_and_limit_not_a_percentage() -> None:
+    """An iterating step counts turns against a limit: its row says `turn 3 (limit 6)`."""
+    clock = FakeClock()
+    stream = io.StringIO()
+    reporter = interactive(stream, clock=clock, refresh_interval=0.5)
+    agent = planned("agent")
+    agent["payload"]["nestedPipeline"] = {"mode": "iterate", "maxIterations": 6}
+    feed(reporter, [started(1), agent, running("agent")])
+    clock.now += 1
+    progress = {"completed": 2, "total": 6, "message": "turn 3 (limit 6): 1/2 calls"}
+    feed(reporter, [running("agent", {**progress, "detailCount": 0})])
+    reporter.close()
+    assert Screen(24).feed(stream.getvalue()).text() == [
+        "Pipeline demo (1 steps, dryRun=false)",
+        "  ⠹ agent turn 3 (limit 6): 1/2 calls 1s",
+    ]
+
+
 def test_interactive_ascii_frame() -> None:
     """ASCII symbols use `=`/`-` bars and ASCII spinner frames."""
     stream = io.StringIO()
@@ -446,7 +464,7 @@ def test_tall_finished_tree_scrolls_out_once() -> None:
 CHILD = textwrap.dedent(
     """
     import itertools, json, sys, threading
-    from tubeless.cli._reporter import create_reporter
+    from tubeless.progress import create_reporter
 
     script = json.load(open(sys.argv[1], encoding="utf-8"))
     baseline = threading.active_count()
@@ -546,7 +564,7 @@ def test_tall_frame_in_a_small_terminal_shows_a_window(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_log_pane_beside_the_frame_on_a_wide_terminal(tmp_path: Path) -> None:
-    """On a 120x12 terminal logs go to a pane beside the frame, which ends with the run."""
+    """On a 120x12 terminal logs go to a pane beside the frame, and above the final frame."""
     steps = records([started(1), planned("work"), running("work")])
     steps += [{"log": ["info", f"line {index}"]} for index in range(10)]
     steps += [
@@ -564,8 +582,12 @@ def test_log_pane_beside_the_frame_on_a_wide_terminal(tmp_path: Path) -> None:
     assert "│ line 5" in last_with_pane
     assert "line 4" not in last_with_pane
     assert "\x1b[2J" not in output
-    assert "line 0\r\n" not in strip_ansi(output)
-    assert Screen(12).feed(output).text() == [
+    assert strip_ansi(output).count("line 0\r\n") == 1  # printed once, when the pane goes
+    assert Screen(12).feed(output).text()[-16:] == [
+        *(f"line {index}" for index in range(10)),
+        "! first",
+        "second",
+        "✗ failure message",
         "Pipeline demo: done in 20ms (status=completed, steps=1, errors=0)",
         "  ✓ work (12ms)",
         "MODE=interactive THREADS=1 BASELINE=1",

@@ -19,7 +19,7 @@ from tubeless.errors import (
     TraceStoreError,
 )
 
-__all__ = ["run_history"]
+__all__ = ["handle_history"]
 
 
 def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
@@ -68,7 +68,7 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def run_history(arguments: argparse.Namespace) -> int:
+def handle_history(arguments: argparse.Namespace) -> int:
     """List recorded runs, show one, or print raw events; never creates or changes a store.
 
     Raises:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from tubeless.cli._reporter import PlainReporter, create_reporter
-from tubeless.cli._reporter_base import PipelineReporter
-from tubeless.cli._reporter_tty import InteractiveReporter
+from tubeless.progress import create_reporter
+from tubeless.progress._live import InteractiveReporter
+from tubeless.progress._plain import PlainReporter
+from tubeless.progress._reporter import PipelineReporter
 
 START_MS = 1_700_000_000_000
 
@@ -297,6 +298,89 @@ def test_plain_progress_throttle_restarts_after_the_step_ends() -> None:
     ]
 
 
+def _agent_step(r: Records) -> dict[str, Any]:
+    """The `step.planned` record of an agent step: it iterates, at most six turns."""
+    planned = r.planned("agent")
+    planned["payload"]["nestedPipeline"] = {
+        "mode": "iterate",
+        "pipelineId": "demo/turn",
+        "stepCount": 3,
+        "stepIds": ["decide", "calls", "reduce"],
+        "maxIterations": 6,
+    }
+    return planned
+
+
+def _turn(turn: int, message: str = "", calls: dict[str, str] | None = None) -> dict[str, Any]:
+    """The agent step's progress in `turn`, with call rows (`id: status`)."""
+    details: list[dict[str, Any]] = [
+        {"id": f"iteration-{turn}", "name": f"turn {turn}", "status": "running"},
+        {"id": f"iteration-{turn}/calls", "name": "calls", "status": "running", "depth": 1},
+    ]
+    for call_id, status in (calls or {}).items():
+        row = {"id": f"iteration-{turn}/calls/{call_id}", "name": call_id, "status": status}
+        if status == "failed":
+            row["label"] = f"{call_id} broke"
+        details.append({**row, "depth": 2})
+    text = f"turn {turn} (limit 6){message}"
+    return {"completed": turn - 1, "total": 6, "message": text, "details": details}
+
+
+def test_plain_prints_every_turn_and_every_failed_call_without_a_percentage() -> None:
+    """Each turn start and each failed call gets a line, even inside the throttle window."""
+    r = Records()
+    reporter, stream = plain(clock=FakeClock())
+    feed(reporter, [r.started(1), _agent_step(r), r.running("agent")])
+    feed(reporter, [r.running("agent", _turn(1))])
+    feed(reporter, [r.running("agent", _turn(1, ": 0/2 calls", {"a": "running", "b": "running"}))])
+    feed(reporter, [r.running("agent", _turn(1, ": 1/2 calls", {"a": "failed", "b": "running"}))])
+    feed(reporter, [r.running("agent", _turn(1, ": 2/2 calls", {"a": "failed", "b": "failed"}))])
+    feed(reporter, [r.running("agent", _turn(2))])
+    feed(reporter, [r.running("agent", _turn(3, ": 0/1 calls", {"c": "cancelled"}))])
+    feed(reporter, [r.complete("agent", 30)])
+    assert stream.getvalue().splitlines()[2:] == [
+        "  ... agent turn 1 (limit 6)",
+        "  fail agent > a: a broke",
+        "  fail agent > b: b broke",
+        "  ... agent turn 2 (limit 6)",
+        "  ... agent turn 3 (limit 6): 0/1 calls",
+        "  - agent > c: cancelled",
+        "  ok agent (30ms)",
+    ]
+    assert "Iteration" not in stream.getvalue()
+    assert "/6" not in stream.getvalue()
+
+
+def test_plain_prints_a_failed_batch_once_through_its_failed_call() -> None:
+    """A failed group row whose failed call was printed adds no line of its own."""
+    r = Records()
+    reporter, stream = plain(clock=FakeClock())
+    feed(reporter, [r.started(1), _agent_step(r), r.running("agent")])
+    feed(reporter, [r.running("agent", _turn(1, "", {"a": "failed"}))])
+    settled = _turn(1)
+    settled["details"][0]["status"] = "failed"
+    settled["details"][1]["status"] = "failed"
+    feed(reporter, [r.running("agent", settled)])
+    assert stream.getvalue().splitlines()[2:] == [
+        "  ... agent turn 1 (limit 6)",
+        "  fail agent > a: a broke",
+    ]
+
+
+def test_plain_ignores_progress_that_arrives_after_the_step_settled() -> None:
+    """A late progress record of a failed step prints nothing (no repeated first line)."""
+    r = Records()
+    reporter, stream = plain(clock=FakeClock())
+    feed(reporter, [r.started(1), _agent_step(r), r.running("agent")])
+    feed(reporter, [r.running("agent", _turn(1))])
+    feed(reporter, [r.failed("agent", "turn failed")])
+    feed(reporter, [r.running("agent", _turn(2))])
+    assert stream.getvalue().splitlines()[2:] == [
+        "  ... agent turn 1 (limit 6)",
+        "  fail agent: turn failed",
+    ]
+
+
 @pytest.mark.parametrize(
     ("symbols", "expected"),
     [
@@ -562,3 +646,77 @@ def test_plain_output_survives_a_closed_stream() -> None:
     feed(reporter, successful_run(Records()))
     reporter.log.info("lost")
     reporter.close()
+
+
+class WatchedStream(io.StringIO):
+    """A StringIO whose writes wake up waiters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = threading.Condition()
+
+    def write(self, text: str) -> int:
+        with self.changed:
+            written = super().write(text)
+            self.changed.notify_all()
+        return written
+
+    def wait_for(self, fragment: str, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: fragment in self.getvalue(), timeout=timeout)
+
+
+def test_a_real_agent_prints_each_turn_and_each_failed_call_as_it_happens() -> None:
+    """Three turns of a real agent: every turn and failed call is printed, failures early."""
+    from tubeless import ToolError, define_agent, define_pipeline_command, define_tool
+
+    stream = WatchedStream()
+    seen_early: list[bool] = []
+
+    def fail(value: str, context: Any) -> str:
+        raise ToolError("UNKNOWN_CITY", f"no city {value}")
+
+    def slow(value: str, context: Any) -> str:
+        # Still running while the sibling's failure must already be on the stream.
+        seen_early.append(stream.wait_for(f"bad-{value}: no city {value}", timeout=5))
+        return value
+
+    def decide(state: dict[str, Any], context: Any) -> dict[str, Any]:
+        turn = state["turn"]
+        if turn > 3:
+            return {"kind": "finish", "result": "done"}
+        calls = [
+            {"id": f"bad-{turn}", "tool": "fail", "input": str(turn)},
+            {"id": f"slow-{turn}", "tool": "slow", "input": str(turn)},
+        ]
+        return {"kind": "continue", "calls": calls}
+
+    text = {"type": "string"}
+    agent = define_agent(
+        id="turns",
+        input_schema={"type": "object", "properties": {}},
+        result_schema=text,
+        tools={
+            "fail": define_tool(
+                description="Fail.", input_schema=text, output_schema=text, run=fail
+            ),
+            "slow": define_tool(
+                description="Slow.", input_schema=text, output_schema=text, run=slow
+            ),
+        },
+        limits={"max_turns": 6, "max_calls": 100, "max_decisions": 10, "max_concurrency": 2},
+        initial_state=lambda options: {"turn": 1},
+        decide=decide,
+        reduce=lambda state, outcomes: {"turn": state["turn"] + 1},
+    )
+    reporter = {"stream": stream, "mode": "plain", "symbols": "ascii", "color": False}
+    assert define_pipeline_command(agent, reporter=reporter).run([]) == "done"
+    lines = stream.getvalue().splitlines()
+    assert [line for line in lines if line.startswith("  ... ")] == [
+        f"  ... agent turn {turn} (limit 6)" for turn in range(1, 5)
+    ]
+    assert [line for line in lines if line.startswith("  fail")] == [
+        f"  fail agent > bad-{turn}: no city {turn}" for turn in range(1, 4)
+    ]
+    assert len(lines) == len(set(lines))
+    assert seen_early == [True, True, True]

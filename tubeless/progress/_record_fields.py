@@ -7,20 +7,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.cli._terminal import format_duration, format_number, sanitize_terminal_text
+from tubeless.progress._terminal import format_duration, format_number, sanitize_terminal_text
+from tubeless.trace import StepFold
 
 __all__ = [
     "RunFacts",
-    "StepLabel",
     "elapsed_ms",
     "error_message",
     "field_number",
     "field_text",
     "has_visible_progress",
+    "is_iteration",
     "payload",
     "run_facts",
+    "setback_rows",
     "skip_detail",
-    "step_label",
     "summary_line",
 ]
 
@@ -87,28 +88,6 @@ def has_visible_progress(progress: Mapping[str, Any]) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class StepLabel:
-    """How a step is shown: its display name and description, both sanitised."""
-
-    name: str
-    """The step's `name`, or its id when it has none."""
-    description: str
-    """The step's description, or an empty string."""
-
-
-def step_label(record: Mapping[str, Any]) -> StepLabel:
-    """Read a step's label from its `step.planned` record."""
-    data = payload(record)
-    step_id = field_text(record, "stepId") or "?"
-    name = field_text(data, "name")
-    description = field_text(data, "description") or ""
-    return StepLabel(
-        name=sanitize_terminal_text(name if name else step_id),
-        description=sanitize_terminal_text(description),
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class RunFacts:
     """What `pipeline.started` says about a run, ready to print."""
 
@@ -159,3 +138,29 @@ def summary_line(record: Mapping[str, Any], started_ms: float | None) -> tuple[s
         f" errors={format_number(errors) if errors is not None else '?'})"
     )
     return line, status == "completed"
+
+
+def is_iteration(step: StepFold) -> bool:
+    """Whether the step repeats a child run (`iterate`, an agent's turns).
+
+    Its progress counts iterations against a limit, not towards an estimate, so it is
+    shown as its message (`turn 3 (limit 6)`), never as a percentage.
+    """
+    nested = step.nested_pipeline
+    return isinstance(nested, Mapping) and nested.get("mode") == "iterate"
+
+
+def setback_rows(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The failed and cancelled detail rows of a progress snapshot that have no child rows.
+
+    A group row (a turn, a batch of calls) fails because of a row inside it, which says why.
+    """
+    details = progress.get("details")
+    rows = [row for row in details if isinstance(row, Mapping)] if isinstance(details, list) else []
+    ids = [field_text(row, "id") or "" for row in rows]
+    return [
+        row
+        for row, row_id in zip(rows, ids, strict=True)
+        if field_text(row, "status") in ("failed", "cancelled")
+        and not any(other.startswith(f"{row_id}/") for other in ids)
+    ]
