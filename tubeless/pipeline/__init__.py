@@ -1,5 +1,6 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
+from tubeless._fingerprint import fingerprint
 from tubeless.pipeline._context import ExecutionContext, StepContext, StepLogger
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
@@ -7,7 +8,6 @@ from tubeless.pipeline._identity import (
     DefinitionIdentity,
     DefinitionSnapshot,
     decode_snapshot,
-    fingerprint,
 )
 from tubeless.pipeline._nested import NestedPipeline
 from tubeless.pipeline._observe import HOOK_NAMES

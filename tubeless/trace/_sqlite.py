@@ -19,7 +19,7 @@ from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
 from tubeless.trace._rows import COLUMNS, INSERT, Row, record_row, row_record
-from tubeless.trace._wire import validate_record
+from tubeless.trace._wire import decode_record, validate_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -297,7 +297,8 @@ class SqliteTraceStore:
         """Return the stored records in write order, optionally of one run or pipeline.
 
         Raises:
-            TraceStoreError: when a stored row is not a valid trace record.
+            TraceStoreError: when a stored row is not a valid trace record, or holds a
+                definition snapshot that no longer matches its fingerprints.
             TraceSinkError: when committing the buffer fails, or an earlier commit failed.
         """
         return [record for _, record in self.event_rows(run_id, pipeline_id)]
@@ -308,7 +309,8 @@ class SqliteTraceStore:
         """Return `(row id, record)` pairs in write order; ids only grow.
 
         Raises:
-            TraceStoreError: when a stored row is not a valid trace record.
+            TraceStoreError: when a stored row is not a valid trace record, or holds a
+                definition snapshot that no longer matches its fingerprints.
             TraceSinkError: when committing the buffer fails, or an earlier commit failed.
         """
         with self._lock:
@@ -352,7 +354,7 @@ class SqliteTraceStore:
     def _checked_record(self, row: Sequence[Any]) -> dict[str, Any]:
         try:
             record = row_record(row)
-            validate_record(record)
+            decode_record(record)
         except (ValueError, TypeError, RecursionError) as error:
             text = f"{self._path} row {row[0]} is not a valid trace record: {error}"
             raise TraceStoreError(text) from error
