@@ -8,6 +8,8 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── PipelineExecutionError     `run_or_raise` on a run that did not complete; `.result`
     │   ├── DefinitionIdentityError    a stored definition snapshot does not match its identity
     │   ├── RunCancelledError          a run's signal was set (the AbortError of tubeless)
+    │   │   └── PipelineCancelledError `run_or_raise` on a cancelled run; also a
+    │   │                              `PipelineExecutionError`, with `.result`
     │   ├── ChildPipelineError         fan-out children failed; `.cancelled`, `.fan_out`
     │   ├── IterationError             an iteration went past its bound or got a bad decision
     │   ├── SchemaDefinitionError      something given as a schema is not one
@@ -21,7 +23,9 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── CliHelpRequested           `--help` was given; `.help_text` is what to print
     │   ├── CliValidationError         command-line arguments were rejected; `.errors`
     │   │   └── CliUsageError          command-line arguments could not be parsed at all
-    │   └── CliLoadError               the CLI could not load a module or store; `.exit_code`
+    │   ├── CliLoadError               the CLI could not load a module or store; `.exit_code`
+    │   └── MissingExtraError          an optional dependency is not installed; `.extra`
+    │                                  (also an `ImportError`)
     └── ValueError
         ├── SchemaIssues               raised by validators: the value has `.issues` (no code)
         └── SchemaValidationError      a boundary rejected a value; `.issues`, `.boundary`
@@ -82,6 +86,8 @@ __all__ = [
     "FanOutFailure",
     "Issue",
     "IterationError",
+    "MissingExtraError",
+    "PipelineCancelledError",
     "PipelineDefinitionError",
     "PipelineExecutionError",
     "RunCancelledError",
@@ -173,6 +179,18 @@ class RunCancelledError(TubelessError):
         super().__init__(message, code="TUBELESS_RUN_CANCELLED")
 
 
+class PipelineCancelledError(RunCancelledError, PipelineExecutionError):
+    """`run_or_raise` was given a run that ended `cancelled`; `result` is that run.
+
+    It is a `RunCancelledError`, so `except RunCancelledError` sees a cancelled run, and a
+    `PipelineExecutionError` (`.result`, `.cancelled`, `code` of the first error), as
+    cancelled runs raised before.
+    """
+
+    def __init__(self, result: PipelineRun) -> None:
+        PipelineExecutionError.__init__(self, result)
+
+
 class ChildPipelineError(TubelessError):
     """Child runs of a fan-out step failed or were cancelled.
 
@@ -254,6 +272,25 @@ class TraceStoreError(TubelessError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_TRACE_STORE_INVALID")
+
+
+class MissingExtraError(TubelessError, ImportError):
+    """A feature needs an optional dependency that is not installed.
+
+    `extra` names the extra of `tubeless-pipelines` that installs it; the message says
+    the `pip install` command.
+    """
+
+    extra: str
+
+    def __init__(self, feature: str, *, extra: str, module: str) -> None:
+        super().__init__(
+            f"{feature} needs {module}, which is not installed: "
+            f"pip install 'tubeless-pipelines[{extra}]'",
+            code="TUBELESS_MISSING_EXTRA",
+        )
+        self.extra = extra
+        self.name = module
 
 
 class AgentDefinitionError(TubelessError, TypeError):

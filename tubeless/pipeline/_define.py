@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tubeless.errors import PipelineExecutionError, TraceRecordError, TubelessError
+from tubeless.errors import (
+    PipelineCancelledError,
+    PipelineExecutionError,
+    TraceRecordError,
+    TubelessError,
+)
 from tubeless.pipeline._context import ExecutionContext
 from tubeless.pipeline._controls import RunContext, RunControls, resolve_context, resolve_controls
 from tubeless.pipeline._graph import (
@@ -280,10 +285,14 @@ class Pipeline:
         """Run the pipeline and return its value.
 
         Raises:
+            PipelineCancelledError: when the run ended `cancelled`: a `RunCancelledError`
+                and a `PipelineExecutionError` both.
             PipelineExecutionError: when the run did not complete; `.result` is the run and
                 `__cause__` the exception behind its first error.
         """
         result = self.run(options, controls, context)
+        if result.status == "cancelled":
+            raise PipelineCancelledError(result) from result.first_exception()
         if result.status != "completed":
             raise PipelineExecutionError(result) from result.first_exception()
         return result.value
