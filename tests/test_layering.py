@@ -33,6 +33,7 @@ CONFINED = {
     "sqlite3": "trace/_sqlite.py",
     "argparse": "cli",
     "requests": None,
+    "pydantic": "agent/_function_tools.py",
 }
 
 

@@ -14,6 +14,7 @@ from tubeless.agent import (
     ToolContext,
     define_agent,
     define_tool,
+    tool_from_function,
 )
 from tubeless.cli import PipelineCommand, Project, define_pipeline_command, define_project
 from tubeless.errors import (
@@ -70,4 +71,5 @@ __all__ = [
     "define_project",
     "define_tool",
     "require_outputs",
+    "tool_from_function",
 ]

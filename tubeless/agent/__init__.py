@@ -3,6 +3,7 @@
 from tubeless.agent._agent import define_agent
 from tubeless.agent._context import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
+from tubeless.agent._function_tools import tool_from_function
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
@@ -21,4 +22,5 @@ __all__ = [
     "define_tool",
     "own_state",
     "parse_decision",
+    "tool_from_function",
 ]
