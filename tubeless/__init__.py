@@ -2,7 +2,7 @@
 
 Everyday names live here; the parts are `tubeless.pipeline`, `tubeless.agent`,
 `tubeless.schema`, `tubeless.trace`, `tubeless.cli`, `tubeless.errors` and
-`tubeless.testing`.
+`tubeless.testing`. `tubeless.__version__` is the installed version.
 """
 
 import logging as _logging
@@ -41,6 +41,18 @@ from tubeless.pipeline import (
 )
 
 _logging.getLogger("tubeless").addHandler(_logging.NullHandler())
+
+__version__: str  # bound by `__getattr__` on first use, so it is typed here only
+
+
+def __getattr__(name: str) -> object:
+    # `__version__` is read from package metadata on first use (PEP 562).
+    if name == "__version__":
+        from tubeless._version import package_version
+
+        return package_version()
+    raise AttributeError(f"module 'tubeless' has no attribute {name!r}")
+
 
 __all__ = [
     "AgentLimits",

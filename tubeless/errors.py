@@ -173,7 +173,7 @@ class DefinitionIdentityError(TubelessError, ValueError):
 
 
 class RunCancelledError(TubelessError):
-    """The run's signal was set: work stopped cooperatively (the reference's AbortError)."""
+    """The run's signal was set: work stopped cooperatively (an `AbortError` in JavaScript)."""
 
     def __init__(self, message: str = "Pipeline run aborted") -> None:
         super().__init__(message, code="TUBELESS_RUN_CANCELLED")
@@ -326,7 +326,7 @@ class AgentLimitError(AgentError):
         )
 
 
-class CliHelpRequested(TubelessError):  # noqa: N818 - the reference's public name
+class CliHelpRequested(TubelessError):  # noqa: N818 - the TypeScript tubeless's name
     """`-h`/`--help` was given: print `help_text` and exit 0."""
 
     help_text: str

@@ -1,8 +1,8 @@
 """A SQLite trace store: an append-only table of records that is a sink and a reader.
 
-The table is the reference's `pipeline_run_events` plus one column, `extra_json`, for
-what the reference's columns cannot keep exactly (see `_rows`), so a record read back
-equals, field for field and type for type, the record written.
+The table is `pipeline_run_events`, as the TypeScript tubeless writes it, plus one column,
+`extra_json`, for what those columns cannot keep exactly (see `_rows`), so a record read
+back equals, field for field and type for type, the record written.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ class SqliteTraceStore:
             for statement in _SCHEMA:
                 connection.execute(statement)
             if not self._has_extra_column():
-                # A store written by the reference implementation lacks this column.
+                # A store written by the TypeScript tubeless lacks this column.
                 connection.execute("ALTER TABLE pipeline_run_events ADD COLUMN extra_json TEXT")
             connection.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
 
