@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tubeless.trace import SqliteTraceStore, validate_record
-from tubeless.trace._rows import INSERT, record_row
+from tubeless.trace._sqlite_rows import INSERT, record_row
 
 GOAL_RATIO = 2.0
 REPEATS = 5

@@ -1,4 +1,4 @@
-"""Imports flow one way: definitions -> planning/execution -> records -> sinks -> CLI."""
+"""Imports flow one way: definitions -> execution -> records -> sinks -> progress -> CLI."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ ALLOWED = {
     "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "_fingerprint", "trace"},
     "agent": {"errors", "schema", "_frozen", "pipeline"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
-    "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent"},
+    "progress": {"errors", "_frozen", "trace"},
+    "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress"},
     "__init__": {
         "errors",
         "schema",

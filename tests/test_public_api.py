@@ -14,6 +14,7 @@ PUBLIC_MODULES = [
     "tubeless.cli",
     "tubeless.errors",
     "tubeless.pipeline",
+    "tubeless.progress",
     "tubeless.schema",
     "tubeless.testing",
     "tubeless.trace",

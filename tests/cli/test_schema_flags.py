@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tubeless.cli._params import NO_DEFAULT
+from tubeless.cli._command_flags import NO_DEFAULT
 from tubeless.cli._schema_flags import infer_parameters
 
 

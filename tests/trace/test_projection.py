@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from tubeless.trace import format_run_detail, format_run_list, project_runs, validate_record
+from tubeless.trace import (
+    RunFold,
+    format_run_detail,
+    format_run_list,
+    project_runs,
+    validate_record,
+)
 
 T0 = 1704164645678  # 2024-01-02T03:04:05.678Z
 
@@ -273,3 +279,32 @@ def test_a_running_run_has_no_duration_or_error() -> None:
     text = format_run_detail(project_runs(STREAM)[1])
     assert "Duration" not in text and "Error:" not in text
     assert text.endswith("Logs:\n  [log] child\n")
+
+
+def test_a_run_fold_read_as_it_grows_freezes_into_the_stored_run() -> None:
+    """`RunFold` shows each step's state as records arrive and freezes into the same run."""
+    root = [record for record in STREAM if record["runId"] == "root"]
+    fold = RunFold(root[0])
+    for index, record in enumerate(root):
+        fold.add(record, event_id=STREAM.index(record))
+        if index == 3:
+            agent = fold.steps["agent"]
+            assert (agent.status, agent.name, agent.started_at_ms) == ("running", "Agent", T0 + 1)
+            assert agent.ended is None
+            assert fold.completed is None
+    assert list(fold.steps) == ["agent", "load"]
+    load = fold.steps["load"]
+    assert load.status == "skipped"
+    assert load.ended is not None and load.ended["payload"]["reason"] == "filtered"
+    assert fold.steps["agent"].duration_ms == 39.5
+    assert fold.completed is not None and fold.completed["payload"]["status"] == "failed"
+    assert fold.freeze() == project_runs(STREAM)[0]
+
+
+def test_a_run_fold_keeps_the_latest_finalize_record() -> None:
+    """`finalize` is the last `pipeline.finalize.*` record, which the live frame draws."""
+    fold = RunFold(STREAM[0])
+    fold.add(_record("pipeline.finalize.started"))
+    fold.add(_record("pipeline.finalize.completed", durationMs=3))
+    assert fold.finalize is not None and fold.finalize["name"] == "pipeline.finalize.completed"
+    assert fold.freeze().event_count == 2

@@ -3,12 +3,16 @@
 from tubeless.cli._command import PipelineCommand, define_pipeline_command
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._project import Project, define_project
-from tubeless.cli._reporter import create_reporter
-from tubeless.cli._reporter_base import PipelineReporter, ReporterLog
-from tubeless.cli._terminal import format_duration, sanitize_terminal_text
 from tubeless.cli._workbench import main
 from tubeless.cli._workbench_parser import get_parser
 from tubeless.errors import CliHelpRequested, CliLoadError, CliUsageError, CliValidationError
+from tubeless.progress import (
+    PipelineReporter,
+    ReporterLog,
+    create_reporter,
+    format_duration,
+    sanitize_terminal_text,
+)
 
 __all__ = [
     "CliHelpRequested",

@@ -11,17 +11,16 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.cli._argparse import StrictArgumentParser
-from tubeless.cli._command_args import CONTROL_KEYS, CommandArguments, Configure, Validate
+from tubeless.cli._command_flags import CliParameter
+from tubeless.cli._command_options import control_parameters, domain_values, run_controls
+from tubeless.cli._command_parser import CommandArguments, Configure, Validate
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected
 from tubeless.cli._interrupt import InterruptGuard
-from tubeless.cli._params import CliParameter, builtin_parameters
-from tubeless.cli._reporter import create_reporter
-from tubeless.cli._reporter_base import PipelineReporter, ReporterLog
 from tubeless.cli._schema_flags import infer_parameters, unsupported
-from tubeless.cli._terminal import sanitize_terminal_log
 from tubeless.errors import CliHelpRequested, CliValidationError
 from tubeless.pipeline import PipelinePlan, RunContext, RunControls
+from tubeless.progress import PipelineReporter, ReporterLog, create_reporter, sanitize_terminal_log
 
 __all__ = ["SIGINT_EXIT_CODE", "PipelineCommand", "define_pipeline_command"]
 
@@ -137,7 +136,7 @@ def define_pipeline_command(
         name=resolved_name,
         description=_text(description, "description") or _text_or_none(pipeline.description),
         domain=_domain_parameters(pipeline, overrides, configure is not None),
-        builtins=builtin_parameters(tuple(pipeline.step_ids), tuple(pipeline.target_ids)),
+        builtins=control_parameters(tuple(pipeline.step_ids), tuple(pipeline.target_ids)),
         configure=configure,
         validate=validate,
     )
@@ -289,7 +288,7 @@ class PipelineCommand:
             PipelineExecutionError: when the run did not complete.
         """
         parsed = dict(values)
-        domain = {key: value for key, value in parsed.items() if key not in CONTROL_KEYS}
+        domain = domain_values(parsed)
         options = self._map(domain) if self._map is not None else domain
         fields = _context_fields(context)
         reporter = self._open_reporter()
@@ -302,7 +301,7 @@ class PipelineCommand:
         hooks += _hook_list(self._hooks)
         fields["hooks"] = hooks or None
         try:
-            value = self._pipeline.run_or_raise(options, _controls(parsed), fields)
+            value = self._pipeline.run_or_raise(options, run_controls(parsed), fields)
         finally:
             if reporter is not None:
                 reporter.close()
@@ -346,15 +345,3 @@ class PipelineCommand:
         if self._reporter is None:
             return None
         return create_reporter(**self._reporter)
-
-
-def _controls(values: Mapping[str, Any]) -> RunControls:
-    step_ids = list(values.get("step_ids") or ())
-    targets = list(values.get("targets") or ())
-    return RunControls(
-        dry_run=bool(values.get("dry_run", False)),
-        continue_on_error=bool(values.get("continue_on_error", False)),
-        max_concurrency=values.get("max_concurrency", 1),
-        step_ids=step_ids or None,
-        targets=targets or None,
-    )

@@ -11,20 +11,20 @@ from collections.abc import Callable, Sequence
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._failure import print_failure, print_rejected
-from tubeless.cli._history import run_history
-from tubeless.cli._run import run_run
-from tubeless.cli._views import run_graph, run_inspect, run_list, run_plan
+from tubeless.cli._workbench_history import handle_history
 from tubeless.cli._workbench_parser import get_parser
+from tubeless.cli._workbench_run import handle_run
+from tubeless.cli._workbench_views import handle_graph, handle_inspect, handle_list, handle_plan
 from tubeless.errors import CliHelpRequested, CliLoadError, CliUsageError
 
 __all__ = ["main"]
 
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "list": run_list,
-    "inspect": run_inspect,
-    "plan": run_plan,
-    "graph": run_graph,
-    "history": run_history,
+    "list": handle_list,
+    "inspect": handle_inspect,
+    "plan": handle_plan,
+    "graph": handle_graph,
+    "history": handle_history,
 }
 
 
@@ -57,7 +57,7 @@ def _dispatch(argv: Sequence[str]) -> int:
         raise CliUsageError([f'Unknown command "{head}".'], parser.format_help())
     try:
         if head == "run":
-            return run_run(command, rest)
+            return handle_run(command, rest)
         return _HANDLERS[head](command.parse_strictly(rest))
     except CliUsageError as error:
         raise CliUsageError(error.errors, error.help_text or command.format_help()) from None

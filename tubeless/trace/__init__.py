@@ -1,8 +1,10 @@
-"""Trace records (wire format v3), their sinks and readers, and stored-run views."""
+"""Trace records (wire format v3), their sinks and readers, and the fold behind run views."""
 
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
+    RunFold,
+    StepFold,
     StoredAttempt,
     StoredLog,
     StoredRun,
@@ -34,7 +36,9 @@ __all__ = [
     "TRACE_VERSION",
     "ComposedTraceSink",
     "NdjsonTraceSink",
+    "RunFold",
     "SqliteTraceStore",
+    "StepFold",
     "StoredAttempt",
     "StoredLog",
     "StoredRun",

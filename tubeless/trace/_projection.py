@@ -1,8 +1,9 @@
-"""Stored-run views for `history`: a fold of trace records, and its text renderings.
+"""Views of a run from its trace records: the one fold, stored runs, and their text.
 
-Pure functions: no I/O, no clock. `project_runs` turns a record stream (from
-`read_ndjson` or `SqliteTraceStore.event_rows`) into one `StoredRun` per run;
-`format_run_list` and `format_run_detail` render them for a terminal.
+No I/O, no clock. `RunFold` folds one run's records as they arrive (the live reporters
+draw from it); `project_runs` folds a record stream (from `read_ndjson` or
+`SqliteTraceStore.event_rows`) into one frozen `StoredRun` per run; `format_run_list`
+and `format_run_detail` render those for a terminal.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
 from typing import Any
 
-from tubeless.trace._steps import StepFold, StoredAttempt, StoredStep
+from tubeless.trace._step_fold import StepFold, StoredAttempt, StoredStep
 
 __all__ = [
+    "RunFold",
+    "StepFold",
     "StoredAttempt",
     "StoredLog",
     "StoredRun",
@@ -130,32 +134,74 @@ class StoredRun:
         return out
 
 
-class _RunFold:
-    """The mutable state of one run while its records are folded in."""
+class RunFold:
+    """One run's records folded in as they arrive: the one fold behind every view of a run.
+
+    The live reporters fold each record as the run emits it and draw from the fold;
+    `project_runs` folds a recorded stream and `freeze()`s each fold into the `StoredRun`
+    that `history` shows. Records must belong to one run; `pipeline.log` records are kept
+    as `StoredLog`s.
+
+    Args:
+        first: the run's first record (it gives the run's id, pipeline and relations).
+    """
 
     def __init__(self, first: Mapping[str, Any]) -> None:
-        self.first = first
-        self.started: Mapping[str, Any] | None = None
-        self.completed: Mapping[str, Any] | None = None
-        self.event_count = 0
-        self.logs: list[StoredLog] = []
-        self.steps: dict[str, StepFold] = {}
+        self._first = first
+        self._started: Mapping[str, Any] | None = None
+        self._completed: Mapping[str, Any] | None = None
+        self._finalize: Mapping[str, Any] | None = None
+        self._event_count = 0
+        self._logs: list[StoredLog] = []
+        self._steps: dict[str, StepFold] = {}
 
-    def add(self, event_id: int, record: Mapping[str, Any]) -> None:
-        self.event_count += 1
+    @property
+    def started(self) -> Mapping[str, Any] | None:
+        """The run's `pipeline.started` record."""
+        return self._started
+
+    @property
+    def completed(self) -> Mapping[str, Any] | None:
+        """The run's `pipeline.completed` record, once it arrived."""
+        return self._completed
+
+    @property
+    def finalize(self) -> Mapping[str, Any] | None:
+        """The latest `pipeline.finalize.*` record (started, completed or failed)."""
+        return self._finalize
+
+    @property
+    def steps(self) -> Mapping[str, StepFold]:
+        """The run's steps, in order of first appearance (plan order for planned steps)."""
+        return MappingProxyType(self._steps)
+
+    def add(self, record: Mapping[str, Any], *, event_id: int | None = None) -> None:
+        """Fold one record of this run in.
+
+        Args:
+            record: a trace record of this run.
+            event_id: the record's id for `StoredLog.id` (default: its position in the run).
+        """
+        position = self._event_count if event_id is None else event_id
+        self._event_count += 1
         name = record["name"]
-        if name == "pipeline.started" and self.started is None:
-            self.started = record
+        if name == "pipeline.started" and self._started is None:
+            self._started = record
         elif name == "pipeline.completed":
-            self.completed = record
+            self._completed = record
+        elif name.startswith("pipeline.finalize."):
+            self._finalize = record
         elif name == "pipeline.log":
-            self.logs.append(_log(event_id, record))
+            self._logs.append(_log(position, record))
         elif name.startswith("step.") and record.get("stepId"):
-            step = self.steps.setdefault(record["stepId"], StepFold(record["stepId"]))
+            step = self._steps.get(record["stepId"])
+            if step is None:
+                step = self._steps[record["stepId"]] = StepFold(record["stepId"])
             step.add(record)
 
     def freeze(self) -> StoredRun:
-        first, started, completed = self.first, self.started, self.completed
+        """Return the run as `history` shows it."""
+        first, started, completed = self._first, self._started, self._completed
         return StoredRun(
             run_id=first["runId"],
             pipeline_id=first["pipelineId"],
@@ -164,9 +210,9 @@ class _RunFold:
             started_at_ms=(started or first)["timestampMs"],
             finished_at_ms=completed["timestampMs"] if completed else None,
             duration_ms=completed.get("durationMs") if completed else None,
-            event_count=self.event_count,
-            log_count=len(self.logs),
-            logs=tuple(self.logs),
+            event_count=self._event_count,
+            log_count=len(self._logs),
+            logs=tuple(self._logs),
             error=copy.deepcopy(completed.get("error")) if completed else None,
             correlation_id=first.get("correlationId"),
             parent_run_id=first.get("parentRunId") or None,
@@ -175,7 +221,7 @@ class _RunFold:
             definition_identity=copy.deepcopy(
                 started["payload"].get("definitionIdentity") if started else None
             ),
-            steps=tuple(step.freeze() for step in self.steps.values()),
+            steps=tuple(step.freeze() for step in self._steps.values()),
         )
 
 
@@ -207,7 +253,7 @@ def project_runs(
     Raises:
         ValueError: when `ids` and `records` differ in length.
     """
-    folds: dict[str, _RunFold] = {}
+    folds: dict[str, RunFold] = {}
     last: int | None = None
     numbers = range(len(records)) if ids is None else ids
     for event_id, record in zip(numbers, records, strict=True):
@@ -216,8 +262,8 @@ def project_runs(
         last = event_id
         fold = folds.get(record["runId"])
         if fold is None:
-            fold = folds[record["runId"]] = _RunFold(record)
-        fold.add(event_id, record)
+            fold = folds[record["runId"]] = RunFold(record)
+        fold.add(record, event_id=event_id)
     return [fold.freeze() for fold in folds.values()]
 
 

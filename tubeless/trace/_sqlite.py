@@ -1,8 +1,8 @@
 """A SQLite trace store: an append-only table of records that is a sink and a reader.
 
 The table is `pipeline_run_events`, as the TypeScript tubeless writes it, plus one column,
-`extra_json`, for what those columns cannot keep exactly (see `_rows`), so a record read
-back equals, field for field and type for type, the record written.
+`extra_json`, for what those columns cannot keep exactly (see `_sqlite_rows`), so a record
+read back equals, field for field and type for type, the record written.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
-from tubeless.trace._rows import COLUMNS, INSERT, Row, record_row, row_record
+from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, record_row, row_record
 from tubeless.trace._wire import decode_record, validate_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]

@@ -8,10 +8,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from tubeless.cli._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
-from tubeless.cli._reporter_base import LogLevel, PipelineReporter
-from tubeless.cli._terminal import Theme, sanitize_terminal_log
-from tubeless.cli._tty_rows import RunView, frame_rows
+from tubeless.progress._frame import FrameWriter, Row, beside_log_pane, fit_line, window_rows
+from tubeless.progress._frame_rows import frame_rows
+from tubeless.progress._reporter import LogLevel, PipelineReporter
+from tubeless.progress._terminal import Theme, sanitize_terminal_log
+from tubeless.trace import RunFold
 
 __all__ = ["InteractiveReporter"]
 
@@ -45,7 +46,9 @@ class InteractiveReporter(PipelineReporter):
         self._interval = refresh_interval
         self._bar_width = progress_bar_width
         self._writer = FrameWriter(self._write)
-        self._view: RunView | None = None
+        self._fold: RunFold | None = None
+        # When each step started running, by the reporter's clock (for elapsed times).
+        self._step_started: dict[str, float] = {}
         self._recent_logs: list[str] = []
         self._dirty = False
         self._last_paint = -math.inf
@@ -58,15 +61,17 @@ class InteractiveReporter(PipelineReporter):
             return False
         name = record.get("name")
         if name == "pipeline.started":
-            self._view = RunView.start(record)
+            self._fold = RunFold(record)
+            self._fold.add(record)
+            self._step_started = {}
             self._tree_printed = False
             self._start_refresh()
             self._paint()
             return False
-        if self._view is None:
+        if self._fold is None:
             return False
         now = self._clock()
-        progress_only = self._view.apply(record, now)
+        progress_only = self._fold_in(self._fold, record, now)
         if name == "pipeline.completed":
             return True  # `close` paints the final tree
         # Planned steps arrive in a burst and progress can be chatty: the refresh thread
@@ -84,7 +89,7 @@ class InteractiveReporter(PipelineReporter):
             "warning": f"{theme.paint('skip', '!')} ",
         }.get(level, "")
         text = f"{prefix}{sanitize_terminal_log(message)}"
-        if self._closed or self._view is None:
+        if self._closed or self._fold is None:
             self._write(f"{text}\n")
             return
         self._recent_logs.extend(line[:_LOG_LINE_LIMIT] for line in text.split("\n")[-_PANE_LINES:])
@@ -110,16 +115,32 @@ class InteractiveReporter(PipelineReporter):
     def _refresh(self) -> None:
         while not self._stop.wait(self._interval):
             with self._lock:
-                if self._closed or self._view is None:
+                if self._closed or self._fold is None:
                     continue
-                rows = self._rows(self._view, self._clock())
+                rows = self._rows(self._fold, self._clock())
                 if self._dirty or any(row.live for row in rows):
                     self._paint(rows=rows)
 
-    def _rows(self, view: RunView, now: float) -> list[Row]:
+    def _fold_in(self, fold: RunFold, record: Mapping[str, Any], now: float) -> bool:
+        """Fold `record` in; return True when it only moved a running step's progress."""
+        if record.get("name") != "step.running":
+            fold.add(record)
+            return False
+        step_id = record.get("stepId")
+        before = fold.steps.get(step_id) if isinstance(step_id, str) else None
+        progress_only = before is not None and before.status == "running"
+        fold.add(record)
+        if not progress_only and isinstance(step_id, str):
+            self._step_started[step_id] = now
+        return progress_only
+
+    def _rows(self, fold: RunFold, now: float) -> list[Row]:
         frames = _SPINNER_FRAMES[self._theme.unicode]
         spinner = frames[int(now / self._interval) % len(frames)]
-        return frame_rows(view, self._theme, spinner=spinner, now=now, bar_width=self._bar_width)
+        elapsed = {step_id: now - at for step_id, at in self._step_started.items()}
+        return frame_rows(
+            fold, self._theme, spinner=spinner, elapsed=elapsed, bar_width=self._bar_width
+        )
 
     def _size(self) -> tuple[int, int]:
         try:
@@ -132,24 +153,24 @@ class InteractiveReporter(PipelineReporter):
 
     def _pane_visible(self, columns: int, height: int) -> bool:
         return (
-            self._view is not None
-            and self._view.summary is None
+            self._fold is not None
+            and self._fold.completed is None
             and columns >= _PANE_MIN_COLUMNS
             and height >= _PANE_MIN_ROWS
         )
 
     def _paint(self, *, above: str | None = None, rows: Sequence[Row] | None = None) -> None:
-        view = self._view
-        if view is None:
+        fold = self._fold
+        if fold is None:
             return
         now = self._clock()
         if rows is None:
-            rows = self._rows(view, now)
+            rows = self._rows(fold, now)
         self._dirty = False
         self._last_paint = now
         columns, height = self._size()
         lines = self._visible_lines(rows, height)
-        if view.summary is not None and len(rows) >= height:
+        if fold.completed is not None and len(rows) >= height:
             # A finished tree taller than the terminal scrolls out in full, once.
             if not self._tree_printed:
                 above = (above or "") + "".join(f"{row.text}\n" for row in rows)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, TextIO
 
-from tubeless.cli._terminal import Theme
+from tubeless.progress._terminal import Theme
 
 __all__ = ["LogLevel", "PipelineReporter", "ReporterLog", "ReporterMode"]
 

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from tubeless.cli._command import PipelineCommand, define_pipeline_command
-from tubeless.cli._modules import (
+from tubeless.cli._project import Project
+from tubeless.cli._workbench_modules import (
     import_file,
     module_exports,
     select_command,
     select_plan_source,
     select_project,
 )
-from tubeless.cli._project import Project
 from tubeless.errors import CliLoadError, CliUsageError
 
 __all__ = ["PROJECT_FILE", "Target", "load_project", "resolve_target"]

@@ -8,13 +8,11 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.cli._argparse import StrictArgumentParser, help_text
-from tubeless.cli._params import ABSENT, CliParameter
+from tubeless.cli._command_flags import ABSENT, CliParameter
+from tubeless.cli._command_options import CONTROL_KEYS
 from tubeless.errors import CliValidationError
 
-__all__ = ["CONTROL_KEYS", "CommandArguments"]
-
-CONTROL_KEYS = ("dry_run", "step_ids", "targets", "continue_on_error", "max_concurrency")
-"""Value keys of the built-in run controls; they never reach the domain options."""
+__all__ = ["CommandArguments"]
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Validate = Callable[[dict[str, Any]], Iterable[str] | None]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tubeless.trace._rows import COLUMNS, record_row, row_record
+from tubeless.trace._sqlite_rows import COLUMNS, record_row, row_record
 
 MakeRecord = Callable[..., dict[str, Any]]
 _EXTRA = COLUMNS.split(", ").index("extra_json")

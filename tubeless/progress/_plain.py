@@ -1,16 +1,11 @@
-"""The live progress reporter: `create_reporter` and the plain (append-only) mode."""
+"""The plain reporter: append-only lines, for logs, CI and any stream that is not a terminal."""
 
 from __future__ import annotations
 
-import math
-import os
-import sys
-import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
-from tubeless.cli._records import (
-    StepLabel,
+from tubeless.progress._record_fields import (
     elapsed_ms,
     error_message,
     field_number,
@@ -19,96 +14,22 @@ from tubeless.cli._records import (
     payload,
     run_facts,
     skip_detail,
-    step_label,
     summary_line,
 )
-from tubeless.cli._reporter_base import LogLevel, PipelineReporter
-from tubeless.cli._reporter_tty import InteractiveReporter
-from tubeless.cli._terminal import (
-    SYMBOL_SETS,
-    SymbolsName,
+from tubeless.progress._reporter import LogLevel, PipelineReporter
+from tubeless.progress._terminal import (
     Theme,
-    color_enabled,
     format_duration,
     format_number,
-    interactive_allowed,
     sanitize_terminal_log,
     sanitize_terminal_text,
-    stream_is_tty,
-    stream_is_utf8,
 )
+from tubeless.trace import RunFold, StepFold
 
-__all__ = ["PlainReporter", "create_reporter"]
+__all__ = ["PLAIN_PROGRESS_INTERVAL", "PlainReporter"]
 
-PROGRESS_LINE_INTERVAL = 0.75
+PLAIN_PROGRESS_INTERVAL = 0.75
 """Seconds between two progress lines of one step (completion lines are never held)."""
-
-
-def create_reporter(
-    *,
-    stream: TextIO | None = None,
-    mode: Literal["auto", "interactive", "plain"] = "auto",
-    color: bool | None = None,
-    symbols: SymbolsName | None = None,
-    env: Mapping[str, str] | None = None,
-    refresh_interval: float = 0.08,
-    progress_bar_width: int = 20,
-    clock: Callable[[], float] | None = None,
-) -> PipelineReporter:
-    """Build a live progress reporter for one pipeline run.
-
-    Args:
-        stream: where to print; `sys.stderr` by default.
-        mode: `"plain"` prints append-only lines; `"interactive"` redraws one frame;
-            `"auto"` picks interactive only for a TTY whose `TERM` is not `dumb`, outside
-            CI (`CI` unset, empty, `0` or `false`).
-        color: ANSI colour on or off; None decides from `FORCE_COLOR`, `NO_COLOR`, `TERM`
-            and whether the stream is a TTY.
-        symbols: `"ascii"`, `"unicode"` or `"emoji"`; None picks Unicode for a UTF-8 TTY
-            (whose `TERM` is not `dumb`) and ASCII otherwise.
-        env: the environment to read; `os.environ` by default.
-        refresh_interval: seconds between repaints of the interactive frame.
-        progress_bar_width: cells of the interactive progress bar (at least 4).
-        clock: monotonic seconds, for elapsed times and the progress line throttle;
-            `time.monotonic` by default.
-
-    Returns:
-        The reporter; give its `hooks` and `log` to the run's context and close it after.
-
-    Raises:
-        ValueError: for an unknown mode or symbol set, or a refresh interval that is not
-            a positive number of seconds.
-    """
-    if mode not in ("auto", "interactive", "plain"):
-        raise ValueError(f"Unknown reporter mode: {mode!r}")
-    if symbols is not None and symbols not in SYMBOL_SETS:
-        raise ValueError(f"Unknown symbol set: {symbols!r}")
-    if not (math.isfinite(refresh_interval) and refresh_interval > 0):
-        raise ValueError("refresh_interval must be a positive number of seconds")
-    out = sys.stderr if stream is None else stream
-    environment: Mapping[str, str] = os.environ if env is None else env
-    tty = stream_is_tty(out)
-    if symbols is None:
-        capable = tty and stream_is_utf8(out) and environment.get("TERM") != "dumb"
-        symbols = "unicode" if capable else "ascii"
-    theme = Theme(
-        symbols=SYMBOL_SETS[symbols],
-        color=color_enabled(environment, tty) if color is None else color,
-        unicode=symbols != "ascii",
-    )
-    tick = time.monotonic if clock is None else clock
-    interactive = mode == "interactive" or (
-        mode == "auto" and interactive_allowed(environment, tty)
-    )
-    if interactive:
-        return InteractiveReporter(
-            stream=out,
-            theme=theme,
-            clock=tick,
-            refresh_interval=max(0.016, refresh_interval),
-            progress_bar_width=max(4, int(progress_bar_width)),
-        )
-    return PlainReporter(stream=out, theme=theme, clock=tick)
 
 
 class PlainReporter(PipelineReporter):
@@ -116,14 +37,11 @@ class PlainReporter(PipelineReporter):
 
     def __init__(self, *, stream: TextIO, theme: Theme, clock: Callable[[], float]) -> None:
         super().__init__(mode="plain", stream=stream, theme=theme, clock=clock)
-        self._labels: dict[str, StepLabel] = {}
-        self._started_ms: dict[str, float | None] = {}
-        self._run_started_ms: float | None = None
+        self._fold: RunFold | None = None
         # Per step: when its last progress line was printed (by `clock`).
         self._progress_at: dict[str, float] = {}
         self._handlers: dict[str, Callable[[Mapping[str, Any]], None]] = {
             "pipeline.started": self._pipeline_started,
-            "step.planned": self._step_planned,
             "step.running": self._step_running,
             "step.complete": self._step_complete,
             "step.skipped": self._step_skipped,
@@ -137,6 +55,16 @@ class PlainReporter(PipelineReporter):
 
     def _on_record(self, record: Mapping[str, Any]) -> bool:
         name = record.get("name")
+        if name == "pipeline.started":
+            self._fold = RunFold(record)
+            self._progress_at.clear()
+        fold = self._fold
+        if fold is None:
+            return False
+        first_run = name == "step.running" and self._step(record).started_at_ms is None
+        fold.add(record)
+        if first_run:
+            self._step_started(record)
         handler = self._handlers.get(name) if isinstance(name, str) else None
         if handler is not None:
             handler(record)
@@ -153,10 +81,14 @@ class PlainReporter(PipelineReporter):
     def _line(self, text: str) -> None:
         self._write(f"{text}\n")
 
-    def _label(self, record: Mapping[str, Any]) -> StepLabel:
+    def _step(self, record: Mapping[str, Any]) -> StepFold:
         step_id = field_text(record, "stepId") or "?"
-        label = self._labels.get(step_id)
-        return label if label is not None else StepLabel(sanitize_terminal_text(step_id), "")
+        step = self._fold.steps.get(step_id) if self._fold is not None else None
+        return step if step is not None else StepFold(step_id)
+
+    def _name(self, record: Mapping[str, Any]) -> str:
+        step = self._step(record)
+        return sanitize_terminal_text(step.name or step.id)
 
     def _forget_progress(self, record: Mapping[str, Any]) -> str:
         step_id = field_text(record, "stepId") or "?"
@@ -164,29 +96,21 @@ class PlainReporter(PipelineReporter):
         return step_id
 
     def _pipeline_started(self, record: Mapping[str, Any]) -> None:
-        self._labels.clear()
-        self._started_ms.clear()
-        self._progress_at.clear()
         facts = run_facts(record)
-        self._run_started_ms = facts.started_ms
         text = (
             f"Pipeline {facts.pipeline_id}: starting"
             f" ({facts.step_count} steps, dryRun={facts.dry_run})"
         )
         self._line(self._theme.paint("pipeline", text))
 
-    def _step_planned(self, record: Mapping[str, Any]) -> None:
-        self._labels[field_text(record, "stepId") or "?"] = step_label(record)
+    def _step_started(self, record: Mapping[str, Any]) -> None:
+        theme = self._theme
+        description = sanitize_terminal_text(self._step(record).description or "")
+        suffix = f" - {theme.paint('description', description)}" if description else ""
+        self._line(f"  {theme.paint('start', theme.symbols.start)} {self._name(record)}{suffix}")
 
     def _step_running(self, record: Mapping[str, Any]) -> None:
         step_id = field_text(record, "stepId") or "?"
-        theme = self._theme
-        if step_id not in self._started_ms:
-            self._started_ms[step_id] = field_number(record, "timestampMs")
-            label = self._label(record)
-            description = label.description
-            suffix = f" - {theme.paint('description', description)}" if description else ""
-            self._line(f"  {theme.paint('start', theme.symbols.start)} {label.name}{suffix}")
         progress = payload(record).get("progress")
         if isinstance(progress, Mapping) and has_visible_progress(progress):
             self._progress(step_id, record, progress)
@@ -203,22 +127,22 @@ class PlainReporter(PipelineReporter):
         now = self._clock()
         finished = total is not None and completed >= total
         previous_at = self._progress_at.get(step_id)
-        if not finished and previous_at is not None and now - previous_at < PROGRESS_LINE_INTERVAL:
+        if not finished and previous_at is not None and now - previous_at < PLAIN_PROGRESS_INTERVAL:
             return
         self._progress_at[step_id] = now
         theme = self._theme
-        name = self._label(record).name
+        name = self._name(record)
         self._line(
             f"  {theme.paint('description', theme.ellipsis)} {name}"
             f" {theme.paint('description', text)}"
         )
 
     def _step_complete(self, record: Mapping[str, Any]) -> None:
-        step_id = self._forget_progress(record)
-        duration = format_duration(elapsed_ms(record, self._started_ms.get(step_id)))
+        self._forget_progress(record)
+        duration = format_duration(elapsed_ms(record, self._step(record).started_at_ms))
         theme = self._theme
         self._line(
-            f"  {theme.paint('complete', theme.symbols.complete)} {self._label(record).name}"
+            f"  {theme.paint('complete', theme.symbols.complete)} {self._name(record)}"
             f" {theme.paint('description', f'({duration})')}"
         )
 
@@ -227,7 +151,7 @@ class PlainReporter(PipelineReporter):
         detail = skip_detail(record, prefer_dependency=True)
         theme = self._theme
         self._line(
-            f"  {theme.paint('skip', theme.symbols.skip)} {self._label(record).name}"
+            f"  {theme.paint('skip', theme.symbols.skip)} {self._name(record)}"
             f" {theme.paint('description', f'({detail})')}"
         )
 
@@ -235,7 +159,7 @@ class PlainReporter(PipelineReporter):
         self._forget_progress(record)
         theme = self._theme
         self._line(
-            f"  {theme.paint('skip', theme.symbols.skip)} {self._label(record).name}:"
+            f"  {theme.paint('skip', theme.symbols.skip)} {self._name(record)}:"
             f" cancelled: {error_message(record)}"
         )
 
@@ -243,7 +167,7 @@ class PlainReporter(PipelineReporter):
         self._forget_progress(record)
         theme = self._theme
         self._line(
-            f"  {theme.paint('fail', theme.symbols.fail)} {self._label(record).name}:"
+            f"  {theme.paint('fail', theme.symbols.fail)} {self._name(record)}:"
             f" {error_message(record)}"
         )
 
@@ -264,5 +188,7 @@ class PlainReporter(PipelineReporter):
         self._line(f"  {theme.paint('fail', theme.symbols.fail)} finalize: {error_message(record)}")
 
     def _pipeline_completed(self, record: Mapping[str, Any]) -> None:
-        text, completed = summary_line(record, self._run_started_ms)
+        started = self._fold.started if self._fold is not None else None
+        started_ms = None if started is None else field_number(started, "timestampMs")
+        text, completed = summary_line(record, started_ms)
         self._line(self._theme.paint("complete" if completed else "fail", text))

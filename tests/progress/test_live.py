@@ -15,8 +15,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from tubeless.cli._reporter import create_reporter
-from tubeless.cli._reporter_base import PipelineReporter
+from tubeless.progress import create_reporter
+from tubeless.progress._reporter import PipelineReporter
 
 _SEQUENCE = re.compile(r"\x1b\[(\??)([0-9;]*)([A-Za-z])")
 
@@ -446,7 +446,7 @@ def test_tall_finished_tree_scrolls_out_once() -> None:
 CHILD = textwrap.dedent(
     """
     import itertools, json, sys, threading
-    from tubeless.cli._reporter import create_reporter
+    from tubeless.progress import create_reporter
 
     script = json.load(open(sys.argv[1], encoding="utf-8"))
     baseline = threading.active_count()

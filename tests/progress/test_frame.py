@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tubeless.cli._frame import (
+from tubeless.progress._frame import (
     FrameWriter,
     Row,
     beside_log_pane,

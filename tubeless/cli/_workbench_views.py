@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tubeless.cli._command_options import run_controls
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._sources import PROJECT_FILE, load_project, resolve_target
+from tubeless.cli._workbench_sources import PROJECT_FILE, load_project, resolve_target
 from tubeless.pipeline import render_plan
 
-__all__ = ["run_graph", "run_inspect", "run_list", "run_plan"]
+__all__ = ["handle_graph", "handle_inspect", "handle_list", "handle_plan"]
 
 
 def _print(text: str) -> None:
@@ -33,7 +34,7 @@ def _source(arguments: argparse.Namespace) -> tuple[Any, str | None]:
     return target.plan_source(), target.registered_id
 
 
-def run_list(arguments: argparse.Namespace) -> int:
+def handle_list(arguments: argparse.Namespace) -> int:
     """List the project's pipelines: `<id>[<TAB><name>]` per line, or JSON."""
     path = Path.cwd() / (arguments.project or PROJECT_FILE)
     project = load_project(path)
@@ -53,7 +54,7 @@ def run_list(arguments: argparse.Namespace) -> int:
     return ExitCode.SUCCESS
 
 
-def run_inspect(arguments: argparse.Namespace) -> int:
+def handle_inspect(arguments: argparse.Namespace) -> int:
     """Print identity, targets, steps and the default plan (explain off), or JSON."""
     source, registered_id = _source(arguments)
     plan = source.plan()
@@ -80,15 +81,15 @@ def run_inspect(arguments: argparse.Namespace) -> int:
     return ExitCode.SUCCESS
 
 
-def run_plan(arguments: argparse.Namespace) -> int:
+def handle_plan(arguments: argparse.Namespace) -> int:
     """Print the plan for the selection (exit 5 when the plan has errors)."""
     source, _ = _source(arguments)
-    controls: dict[str, Any] = {"dry_run": arguments.dry_run}
-    if arguments.step is not None:
-        controls["step_ids"] = arguments.step
-    if arguments.target is not None:
-        controls["targets"] = arguments.target
-    plan = source.plan(controls)
+    selection = {
+        "dry_run": arguments.dry_run,
+        "step_ids": arguments.step,
+        "targets": arguments.target,
+    }
+    plan = source.plan(run_controls(selection))
     if arguments.json:
         _print(_json(plan.to_dict()))
     else:
@@ -96,7 +97,7 @@ def run_plan(arguments: argparse.Namespace) -> int:
     return ExitCode.SUCCESS if plan.ok else ExitCode.PLANNING
 
 
-def run_graph(arguments: argparse.Namespace) -> int:
+def handle_graph(arguments: argparse.Namespace) -> int:
     """Print the Mermaid flowchart, ending in exactly one newline."""
     source, _ = _source(arguments)
     chart = source.to_mermaid(arguments.direction, arguments.descriptions).rstrip("\n") + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tubeless.cli._params import ABSENT, CliParameter, builtin_parameters, flag_for, parse_number
+from tubeless.cli._command_flags import ABSENT, CliParameter, flag_for, parse_number
 
 
 @pytest.mark.parametrize(
@@ -111,17 +111,3 @@ def test_bad_environment_values_are_reported_without_the_value() -> None:
         "Environment variable S must be one of: a.",
     ]
     assert not any("secret" in error for error in errors)
-
-
-def test_builtins_add_target_only_with_declared_targets() -> None:
-    """The run controls are dry_run, step_ids, [targets], continue_on_error, max_concurrency."""
-    with_targets = [p.key for p in builtin_parameters(("a", "b"), ("b",))]
-    without = [p.key for p in builtin_parameters(("a",), ())]
-    assert with_targets == [
-        "dry_run",
-        "step_ids",
-        "targets",
-        "continue_on_error",
-        "max_concurrency",
-    ]
-    assert without == ["dry_run", "step_ids", "continue_on_error", "max_concurrency"]

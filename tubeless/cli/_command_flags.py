@@ -18,7 +18,6 @@ __all__ = [
     "NO_DEFAULT",
     "CliParameter",
     "ParameterType",
-    "builtin_parameters",
     "flag_for",
     "parse_number",
 ]
@@ -271,66 +270,3 @@ class _NumberArgument:
             )
         except ValueError as error:
             raise argparse.ArgumentTypeError(f"{error}, got {text!r}") from None
-
-
-def builtin_parameters(
-    step_ids: tuple[str, ...], target_ids: tuple[str, ...]
-) -> tuple[CliParameter, ...]:
-    """The run controls every pipeline command has (`--target` only with declared targets)."""
-    controls = [
-        CliParameter(
-            key="dry_run",
-            flag="dry-run",
-            type="boolean",
-            description="Preview the run: each step sees dry_run and its dry-run policy decides "
-            "what runs",
-        ),
-        CliParameter(
-            key="step_ids",
-            flag="step",
-            type="string",
-            multiple=True,
-            choices=step_ids,
-            group="execution",
-            exclusive=True,
-            metavar="STEP",
-            description=f"Run exactly this step, without its prerequisites; steps: "
-            f"{', '.join(step_ids) or 'none'}",
-        ),
-    ]
-    if target_ids:
-        controls.append(
-            CliParameter(
-                key="targets",
-                flag="target",
-                type="string",
-                multiple=True,
-                choices=target_ids,
-                group="execution",
-                exclusive=True,
-                metavar="TARGET",
-                description=f"Run this declared target and its prerequisites; targets: "
-                f"{', '.join(target_ids)}",
-            )
-        )
-    controls += [
-        CliParameter(
-            key="continue_on_error",
-            flag="continue-on-error",
-            type="boolean",
-            group="execution",
-            description="Keep running independent steps after a step fails",
-        ),
-        CliParameter(
-            key="max_concurrency",
-            flag="max-concurrency",
-            type="number",
-            integer=True,
-            minimum=1,
-            default=1,
-            group="execution",
-            metavar="N",
-            description="Run at most this many steps at once",
-        ),
-    ]
-    return tuple(controls)

@@ -12,7 +12,7 @@ from tubeless.cli._exit import ExitCode
 from tubeless.cli._workbench_parser import DEFAULT_STORE
 from tubeless.errors import CliLoadError, CliUsageError, TraceSinkError, TraceStoreError
 
-__all__ = ["run_history"]
+__all__ = ["handle_history"]
 
 
 def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
@@ -57,7 +57,7 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-def run_history(arguments: argparse.Namespace) -> int:
+def handle_history(arguments: argparse.Namespace) -> int:
     """List recorded runs, show one, or print raw events; never creates or changes a store.
 
     Raises:

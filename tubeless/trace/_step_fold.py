@@ -1,4 +1,4 @@
-"""The step part of stored-run views: what one step did, folded from its records."""
+"""One step's records folded into what it did: read live, or frozen into a `StoredStep`."""
 
 from __future__ import annotations
 
@@ -121,65 +121,112 @@ def _visible(progress: Mapping[str, Any]) -> bool:
         progress.get("message", "").strip()
         or progress.get("details")
         or (total is not None and total > 0)
-        or progress["completed"] > 0
+        or progress.get("completed", 0) > 0
     )
 
 
 class StepFold:
-    """The mutable state of one step while its records are folded in."""
+    """One step's records folded in as they arrive: the live reporters read it as it grows.
+
+    `freeze()` gives the `StoredStep` that `history` shows; the read-only properties give
+    the same facts to a live view, plus `ended`, the terminal record itself (its `error`
+    says why a step failed, its payload why it was skipped).
+    """
 
     def __init__(self, step_id: str) -> None:
-        self.step: dict[str, Any] = {"id": step_id, "status": "planned"}
-        self.attempt: dict[str, Any] | None = None
+        self._step: dict[str, Any] = {"id": step_id, "status": "planned"}
+        self._attempt: dict[str, Any] | None = None
+        self._ended: Mapping[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        """The step's id."""
+        return str(self._step["id"])
+
+    @property
+    def status(self) -> str:
+        """`planned`, `running`, `completed`, `failed`, `skipped` or `cancelled`."""
+        return str(self._step["status"])
+
+    @property
+    def name(self) -> str | None:
+        """The step's display name, from `step.planned`."""
+        return self._step.get("name")
+
+    @property
+    def description(self) -> str | None:
+        """The step's description, from `step.planned`."""
+        return self._step.get("description")
+
+    @property
+    def started_at_ms(self) -> float | None:
+        """When it started running (or its terminal time minus its duration)."""
+        return self._step.get("started_at_ms")
+
+    @property
+    def duration_ms(self) -> float | None:
+        """Its duration, from the terminal record."""
+        return self._step.get("duration_ms")
+
+    @property
+    def progress(self) -> Mapping[str, Any] | None:
+        """Its latest visible progress, else its first (trace wire form)."""
+        return self._step.get("progress")
+
+    @property
+    def ended(self) -> Mapping[str, Any] | None:
+        """Its terminal record (`step.complete`, `.failed`, `.skipped` or `.cancelled`)."""
+        return self._ended
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Fold one `step.*` record of this step in."""
-        name, payload = record["name"], record["payload"]
+        name, payload = record["name"], record.get("payload") or {}
         if name == "step.planned":
             self._plan(payload)
             return
         if name == "step.artifact":
             return  # artifacts are not projected yet
         if payload.get("outputSource"):
-            self.step["output_source"] = payload["outputSource"]
+            self._step["output_source"] = payload["outputSource"]
         if record.get("attemptId"):
-            self._attempt(record)
+            self._add_attempt(record)
         if name == "step.running":
-            self.step["status"] = "running"
-            self.step.setdefault("started_at_ms", record["timestampMs"])
+            self._step["status"] = "running"
+            self._step.setdefault("started_at_ms", record["timestampMs"])
             self._progress(payload.get("progress"))
         elif name in _TERMINAL:
+            self._ended = record
             duration = record.get("durationMs")
-            self.step.update(
+            self._step.update(
                 status=_TERMINAL[name],
                 finished_at_ms=record["timestampMs"],
                 duration_ms=duration,
             )
             if duration is not None:
-                self.step["started_at_ms"] = record["timestampMs"] - duration
+                self._step["started_at_ms"] = record["timestampMs"] - duration
 
     def _plan(self, payload: Mapping[str, Any]) -> None:
-        self.step.update(
+        self._step.update(
             name=payload.get("name"),
             description=payload.get("description"),
-            dependencies=tuple(payload["dependencies"]),
-            optional_dependencies=tuple(payload["optionalDependencies"]),
-            skip_after_failure_of=tuple(payload["skipAfterFailureOf"]),
+            dependencies=tuple(payload.get("dependencies", ())),
+            optional_dependencies=tuple(payload.get("optionalDependencies", ())),
+            skip_after_failure_of=tuple(payload.get("skipAfterFailureOf", ())),
             nested_pipeline=copy.deepcopy(payload.get("nestedPipeline")),
             remote=copy.deepcopy(payload.get("remote")),
         )
 
-    def _attempt(self, record: Mapping[str, Any]) -> None:
-        attempt = self.attempt
+    def _add_attempt(self, record: Mapping[str, Any]) -> None:
+        attempt = self._attempt
         if attempt is None:
-            attempt = self.attempt = {
+            attempt = self._attempt = {
                 "attempt_id": record["attemptId"],
                 "started_at_ms": record["timestampMs"],
                 "status": "running",
                 "retries": [],
             }
-        if "output_source" in self.step:
-            attempt["output_source"] = self.step["output_source"]
+        if "output_source" in self._step:
+            attempt["output_source"] = self._step["output_source"]
         if record["name"] == "step.attempted" and record["payload"]["attempt"] > 1:
             attempt["retries"].append(record["payload"]["attempt"])
         if record["name"] in _TERMINAL:
@@ -195,12 +242,12 @@ class StepFold:
         copied = copy.deepcopy(dict(progress))
         if "details" in copied and "detailCount" not in copied:
             copied["detailCount"] = len(copied["details"])
-        if "progress" not in self.step or _visible(copied):
-            self.step["progress"] = copied
+        if "progress" not in self._step or _visible(copied):
+            self._step["progress"] = copied
 
     def freeze(self) -> StoredStep:
         """Return the folded step."""
         attempt = None
-        if self.attempt is not None:
-            attempt = StoredAttempt(**{**self.attempt, "retries": tuple(self.attempt["retries"])})
-        return StoredStep(**self.step, attempt=attempt)
+        if self._attempt is not None:
+            attempt = StoredAttempt(**{**self._attempt, "retries": tuple(self._attempt["retries"])})
+        return StoredStep(**self._step, attempt=attempt)

@@ -11,15 +11,15 @@ from typing import Any
 
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._command import PipelineCommand
-from tubeless.cli._destinations import destinations_conflict
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected
 from tubeless.cli._interrupt import InterruptGuard
-from tubeless.cli._sources import resolve_target
-from tubeless.cli._stdout import diverted_stdout
+from tubeless.cli._workbench_destinations import destinations_conflict
+from tubeless.cli._workbench_sources import resolve_target
+from tubeless.cli._workbench_stdout import diverted_stdout
 from tubeless.errors import CliHelpRequested, CliUsageError, CliValidationError
 
-__all__ = ["run_run"]
+__all__ = ["handle_run"]
 
 _AFTER_DASHES = "Application flags belong after --."
 
@@ -40,7 +40,7 @@ def _parse(parser: StrictArgumentParser, argv: Sequence[str]) -> tuple[Any, list
     return arguments, tokens[split + 1 :]
 
 
-def run_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
+def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
     """`tubeless run [options] FILE|ID [-- APP-ARGS]`; returns the exit code.
 
     Raises:

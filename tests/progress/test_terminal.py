@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tubeless.cli._terminal import (
+from tubeless.progress._terminal import (
     SYMBOL_SETS,
     Theme,
     color_enabled,

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from tubeless.cli._reporter import PlainReporter, create_reporter
-from tubeless.cli._reporter_base import PipelineReporter
-from tubeless.cli._reporter_tty import InteractiveReporter
+from tubeless.progress import create_reporter
+from tubeless.progress._live import InteractiveReporter
+from tubeless.progress._plain import PlainReporter
+from tubeless.progress._reporter import PipelineReporter
 
 START_MS = 1_700_000_000_000
 

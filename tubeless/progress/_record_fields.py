@@ -7,11 +7,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.cli._terminal import format_duration, format_number, sanitize_terminal_text
+from tubeless.progress._terminal import format_duration, format_number, sanitize_terminal_text
 
 __all__ = [
     "RunFacts",
-    "StepLabel",
     "elapsed_ms",
     "error_message",
     "field_number",
@@ -20,7 +19,6 @@ __all__ = [
     "payload",
     "run_facts",
     "skip_detail",
-    "step_label",
     "summary_line",
 ]
 
@@ -83,28 +81,6 @@ def has_visible_progress(progress: Mapping[str, Any]) -> bool:
         or bool(isinstance(details, list) and details)
         or (total is not None and total > 0)
         or (completed is not None and completed > 0)
-    )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StepLabel:
-    """How a step is shown: its display name and description, both sanitised."""
-
-    name: str
-    """The step's `name`, or its id when it has none."""
-    description: str
-    """The step's description, or an empty string."""
-
-
-def step_label(record: Mapping[str, Any]) -> StepLabel:
-    """Read a step's label from its `step.planned` record."""
-    data = payload(record)
-    step_id = field_text(record, "stepId") or "?"
-    name = field_text(data, "name")
-    description = field_text(data, "description") or ""
-    return StepLabel(
-        name=sanitize_terminal_text(name if name else step_id),
-        description=sanitize_terminal_text(description),
     )
 
 
