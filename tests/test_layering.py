@@ -18,14 +18,26 @@ ALLOWED = {
     "_diagnostics": set(),
     "errors": {"_diagnostics"},
     "_frozen": set(),
+    "_fingerprint": set(),
+    "_version": set(),
     "schema": {"errors", "_frozen"},
-    "trace": {"errors", "schema", "_frozen"},
-    "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "trace"},
+    "trace": {"errors", "schema", "_frozen", "_fingerprint"},
+    "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "_fingerprint", "trace"},
     "agent": {"errors", "schema", "_frozen", "pipeline"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
     "progress": {"errors", "_frozen", "trace"},
     "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress"},
-    "__init__": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "cli", "testing"},
+    "__init__": {
+        "errors",
+        "schema",
+        "_frozen",
+        "trace",
+        "pipeline",
+        "agent",
+        "cli",
+        "testing",
+        "_version",
+    },
     "__main__": {"cli"},
 }
 # Modules every part may import: they import nothing of tubeless at run time.
@@ -40,6 +52,7 @@ CONFINED = {
     "argparse": "cli",
     "opentelemetry": "trace/otel/",
     "requests": None,
+    "pydantic": "agent/_function_tools.py",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 import subprocess
@@ -21,4 +22,8 @@ def test_readme_python_blocks_run() -> None:
         for block in blocks
     ]
     assert outputs[0].strip() == "HELLO"
-    assert "completed 10" in outputs[1]
+    typed = outputs[1].splitlines()
+    assert json.loads(typed[0]) == {"id": "leg-0", "tool": "distance", "ok": True, "value": 200}
+    assert json.loads(typed[1])["error"]["code"] == "SAME_CITY"
+    assert typed[2] == "cancelled"
+    assert "completed 10" in outputs[2]

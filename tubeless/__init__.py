@@ -2,7 +2,7 @@
 
 Everyday names live here; the parts are `tubeless.pipeline`, `tubeless.agent`,
 `tubeless.schema`, `tubeless.trace`, `tubeless.cli`, `tubeless.errors` and
-`tubeless.testing`.
+`tubeless.testing`. `tubeless.__version__` is the installed version.
 """
 
 import importlib as _importlib
@@ -17,6 +17,7 @@ from tubeless.agent import (
     ToolContext,
     define_agent,
     define_tool,
+    tool_from_function,
 )
 from tubeless.errors import (
     Diagnostic,
@@ -55,7 +56,15 @@ _LAZY = {
 }
 
 
+__version__: str  # bound by `__getattr__` on first use, so it is typed here only
+
+
 def __getattr__(name: str) -> object:
+    # `__version__` is read from package metadata on first use (PEP 562).
+    if name == "__version__":
+        from tubeless._version import package_version
+
+        return package_version()
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(_importlib.import_module(_LAZY[name]), name)
@@ -96,6 +105,7 @@ __all__ = [
     "define_project",
     "define_tool",
     "require_outputs",
+    "tool_from_function",
 ]
 
 _show_public_module(__name__, __all__, globals())

@@ -59,7 +59,7 @@ ERROR_CODE_CLASSIFICATION: Mapping[str, tuple[ErrorPhase, ErrorKind]] = MappingP
         "TUBELESS_FINALIZATION_CANCELLED": ("finalization", "cancellation"),
     }
 )
-"""Phase and kind of every catalog code, as the reference classifies them."""
+"""Phase and kind of every catalog code."""
 
 PIPELINE_ERROR_CODES: tuple[str, ...] = tuple(ERROR_CODE_CLASSIFICATION)
 """The frozen catalog of codes a `Diagnostic` may carry."""

@@ -8,6 +8,8 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── PipelineExecutionError     `run_or_raise` on a run that did not complete; `.result`
     │   ├── DefinitionIdentityError    a stored definition snapshot does not match its identity
     │   ├── RunCancelledError          a run's signal was set (the AbortError of tubeless)
+    │   │   └── PipelineCancelledError `run_or_raise` on a cancelled run; also a
+    │   │                              `PipelineExecutionError`, with `.result`
     │   ├── ChildPipelineError         fan-out children failed; `.cancelled`, `.fan_out`
     │   ├── IterationError             an iteration went past its bound or got a bad decision
     │   ├── SchemaDefinitionError      something given as a schema is not one
@@ -24,7 +26,9 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── CliHelpRequested           `--help` was given; `.help_text` is what to print
     │   ├── CliValidationError         command-line arguments were rejected; `.errors`
     │   │   └── CliUsageError          command-line arguments could not be parsed at all
-    │   └── CliLoadError               the CLI could not load a module or store; `.exit_code`
+    │   ├── CliLoadError               the CLI could not load a module or store; `.exit_code`
+    │   └── MissingExtraError          an optional dependency is not installed; `.extra`
+    │                                  (also an `ImportError`)
     └── ValueError
         └── SchemaValidationError      a boundary rejected a value; `.issues`, `.boundary`
 
@@ -92,6 +96,7 @@ __all__ = [
     "Issue",
     "IterationError",
     "MissingExtraError",
+    "PipelineCancelledError",
     "PipelineDefinitionError",
     "PipelineExecutionError",
     "RunCancelledError",
@@ -182,10 +187,22 @@ class DefinitionIdentityError(TubelessError, ValueError):
 
 
 class RunCancelledError(TubelessError):
-    """The run's signal was set: work stopped cooperatively (the reference's AbortError)."""
+    """The run's signal was set: work stopped cooperatively (an `AbortError` in JavaScript)."""
 
     def __init__(self, message: str = "Pipeline run aborted") -> None:
         super().__init__(message, code="TUBELESS_RUN_CANCELLED")
+
+
+class PipelineCancelledError(RunCancelledError, PipelineExecutionError):
+    """`run_or_raise` was given a run that ended `cancelled`; `result` is that run.
+
+    It is a `RunCancelledError`, so `except RunCancelledError` sees a cancelled run, and a
+    `PipelineExecutionError` (`.result`, `.cancelled`, `code` of the first error), as
+    cancelled runs raised before.
+    """
+
+    def __init__(self, result: PipelineRun) -> None:
+        PipelineExecutionError.__init__(self, result)
 
 
 class ChildPipelineError(TubelessError):
@@ -328,7 +345,7 @@ class AgentLimitError(AgentError):
         )
 
 
-class CliHelpRequested(TubelessError):  # noqa: N818 - the reference's public name
+class CliHelpRequested(TubelessError):  # noqa: N818 - the TypeScript tubeless's name
     """`-h`/`--help` was given: print `help_text` and exit 0."""
 
     help_text: str

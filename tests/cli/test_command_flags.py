@@ -82,10 +82,10 @@ def test_values_come_from_argv_then_environment_then_default() -> None:
 
 
 def test_absent_values_depend_on_the_kind() -> None:
-    """Booleans default to false, repeatables to [], optionals are absent, required errs."""
+    """Booleans default to false, optional lists to [], optionals are absent; required errs."""
     errors: list[str] = []
     assert CliParameter(key="b", flag="b", type="boolean").resolve(None, {}, errors) is False
-    repeat = CliParameter(key="r", flag="r", type="string", multiple=True)
+    repeat = CliParameter(key="r", flag="r", type="string", multiple=True, optional=True)
     assert repeat.resolve(None, {}, errors) == []
     optional = CliParameter(key="o", flag="o", type="string", optional=True)
     assert optional.resolve(None, {}, errors) is ABSENT

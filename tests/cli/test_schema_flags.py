@@ -94,6 +94,19 @@ def test_local_references_are_followed_with_siblings_winning() -> None:
     assert (mode.key, mode.choices, mode.description) == ("mode", ("a", "b"), "New.")
 
 
+def test_a_required_array_stays_required() -> None:
+    """A required array gives a required repeatable flag; an optional one still gives []."""
+    schema = {"type": "string"}
+    required = _one({"type": "array", "items": schema}, required=["value"])
+    optional = _one({"type": "array", "items": schema})
+
+    assert (required.multiple, required.required, required.optional) == (True, True, False)
+    assert "required" in required.help()
+    errors: list[str] = []
+    assert optional.resolve(None, {}, errors) == []
+    assert (optional.required, errors) == (False, [])
+
+
 def test_pydantic_models_are_inferred_through_their_json_schema() -> None:
     """A pydantic model's `model_json_schema()` (with `$defs` for enums) gives flags."""
     pytest.importorskip("pydantic")
@@ -176,3 +189,42 @@ def test_overrides_must_name_options_and_known_fields() -> None:
     array = {"type": "object", "properties": {"v": {"type": "array", "items": {"type": "string"}}}}
     with pytest.raises(ValueError, match="repeatable and cannot read an environment variable"):
         infer_parameters(array, {"v": {"env": "V"}})
+
+
+TRIP_MODULE = """
+from pydantic import BaseModel
+
+import tubeless
+
+
+class Trip(BaseModel):
+    cities: list[str]
+
+
+agent = tubeless.define_agent(
+    id="trip",
+    input_schema=Trip,
+    result_schema={"type": "string"},
+    initial_state=lambda trip: {"cities": trip.cities},
+    decide=lambda state, context: {"kind": "finish", "result": " > ".join(state["cities"])},
+    limits={"max_turns": 2, "max_calls": 2},
+)
+command = tubeless.define_pipeline_command(agent, reporter=False)
+"""
+
+
+@pytest.mark.slow
+def test_a_required_list_option_is_required_on_the_command_line(cli: Any) -> None:
+    """`--cities` of a required `list[str]` is required in the help and when missing."""
+    pytest.importorskip("pydantic")
+    cli.write("trip.py", TRIP_MODULE)
+
+    missing = cli("run", "trip.py")
+    shown = cli("run", "trip.py", "--", "--help")
+    given = cli("run", "trip.py", "--", "--cities", "Oslo", "--cities", "Rome")
+
+    assert missing.code == 4
+    assert "Error: The following arguments are required: --cities." in missing.stderr
+    assert "usage: trip [-h] --cities CITIES" in shown.stdout
+    assert "(repeatable; required)" in shown.stdout
+    assert given.code == 0, given.stderr

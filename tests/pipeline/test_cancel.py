@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tubeless.errors import RunCancelledError
+from tubeless.errors import PipelineCancelledError, PipelineExecutionError, RunCancelledError
 from tubeless.pipeline import create_steps, define_pipeline
 
 Wait = Callable[[threading.Event], None]
@@ -296,3 +296,29 @@ def test_continue_on_error_still_stops_at_cancellation(
         ("TUBELESS_RUN_CANCELLED", "later"),
         ("TUBELESS_FINALIZATION_CANCELLED", "__finalize__"),
     ]
+
+
+def test_run_or_raise_on_a_cancelled_run_raises_run_cancelled_error() -> None:
+    """A cancelled `run_or_raise` raises `RunCancelledError`, still a `PipelineExecutionError`."""
+    signal = threading.Event()
+    signal.set()
+    pipeline = define_pipeline(id="stopped", steps=[create_steps()("a", run=_value(1))])
+
+    with pytest.raises(RunCancelledError) as caught:
+        pipeline.run_or_raise(context={"signal": signal})
+
+    error = caught.value
+    assert isinstance(error, PipelineCancelledError)
+    assert isinstance(error, PipelineExecutionError)
+    assert error.cancelled
+    assert error.result.status == "cancelled"
+    assert error.code == "TUBELESS_RUN_CANCELLED"
+    assert "run aborted" in str(error)
+    failed = define_pipeline(id="broken", steps=[create_steps()("a", run=_raise)])
+    with pytest.raises(PipelineExecutionError) as other:
+        failed.run_or_raise()
+    assert not isinstance(other.value, RunCancelledError)
+
+
+def _raise(inputs: Any, context: Any) -> None:
+    raise ValueError("no")

@@ -8,14 +8,16 @@ from typing import Any
 
 import pytest
 
+from tubeless._fingerprint import snapshot_identity
+
 FINGERPRINT_A = "sha256:" + "a" * 64
 FINGERPRINT_B = "sha256:" + "b" * 64
 FINGERPRINT_C = "sha256:" + "c" * 64
 
-IDENTITY = {
+CHILD_IDENTITY = {
     "version": 2,
     "structuralFingerprint": FINGERPRINT_A,
-    "definitionId": FINGERPRINT_B,
+    "definitionId": FINGERPRINT_C,
     "implementationVersion": "2024.1",
 }
 TOOL_IDENTITY = {
@@ -55,38 +57,41 @@ ERROR = {
     },
 }
 
+STEPS = [
+    {
+        "id": "agent",
+        "dependencies": [],
+        "optionalDependencies": [],
+        "skipAfterFailureOf": [],
+        "dryRun": "custom",
+        "runtimeSkipPossible": False,
+        "outputValidated": True,
+        "nestedPipeline": {
+            "pipelineId": "scripted-agent/turn",
+            "mode": "iterate",
+            "maxIterations": 3,
+            "stepIds": ["decide", "calls", "reduce"],
+            "identity": CHILD_IDENTITY,
+        },
+        "agent": {
+            "limits": {"maxTurns": 3, "maxCalls": 10, "maxDecisions": 5, "maxConcurrency": 2},
+            "resultSchemaFingerprint": FINGERPRINT_A,
+            "capabilities": [
+                {
+                    "name": "search",
+                    "description": "Search the corpus.",
+                    "inputSchemaFingerprint": FINGERPRINT_B,
+                    "identity": TOOL_IDENTITY,
+                }
+            ],
+        },
+    }
+]
+# Readers check a snapshot against its fingerprints, so the run's identity is the real one.
+IDENTITY = snapshot_identity(STEPS, ["agent"], None, (True, True), "2024.1")
 SNAPSHOT = {
     "identity": IDENTITY,
-    "steps": [
-        {
-            "id": "agent",
-            "dependencies": [],
-            "optionalDependencies": [],
-            "skipAfterFailureOf": [],
-            "dryRun": "custom",
-            "runtimeSkipPossible": False,
-            "outputValidated": True,
-            "nestedPipeline": {
-                "pipelineId": "scripted-agent/turn",
-                "mode": "iterate",
-                "maxIterations": 3,
-                "stepIds": ["decide", "calls", "reduce"],
-                "identity": {**IDENTITY, "definitionId": FINGERPRINT_C},
-            },
-            "agent": {
-                "limits": {"maxTurns": 3, "maxCalls": 10, "maxDecisions": 5, "maxConcurrency": 2},
-                "resultSchemaFingerprint": FINGERPRINT_A,
-                "capabilities": [
-                    {
-                        "name": "search",
-                        "description": "Search the corpus.",
-                        "inputSchemaFingerprint": FINGERPRINT_B,
-                        "identity": TOOL_IDENTITY,
-                    }
-                ],
-            },
-        }
-    ],
+    "steps": STEPS,
     "targetIds": ["agent"],
     "optionsValidated": True,
     "resultValidated": True,

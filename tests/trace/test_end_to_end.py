@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sqlite3
 import threading
 from typing import Any
 
 import pytest
 
-from tubeless import create_steps, define_pipeline
+from tubeless import create_steps, define_agent, define_pipeline
+from tubeless.errors import TraceStoreError
 from tubeless.pipeline import _observe
-from tubeless.testing import MemoryTraceSink, RecordingLogger
+from tubeless.testing import MemoryTraceSink, RecordingLogger, scripted_decide
 from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, compose_sinks, read_ndjson
 
 SECRET = "s3cr3t-value-9f27"
@@ -203,3 +205,52 @@ def test_a_run_does_not_check_its_own_records_twice(monkeypatch: pytest.MonkeyPa
     sinks = [MemoryTraceSink(), MemoryTraceSink()]
     _tree().run({}, context={"tracing": compose_sinks(*sinks)})
     assert len(checked) == len(sinks[0].records) == len(sinks[1].records)
+
+
+def _agent_started_records(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """Run a one-turn agent traced to NDJSON and SQLite; return both paths."""
+    agent = define_agent(
+        id="counter",
+        input_schema={"type": "object"},
+        result_schema={"type": "integer"},
+        initial_state=lambda options: {},
+        decide=scripted_decide([{"kind": "finish", "result": 3}]),
+        limits={"max_turns": 2, "max_calls": 4},
+    )
+    ndjson_path = tmp_path / "trace.ndjson"
+    sqlite_path = tmp_path / "runs.sqlite"
+    with NdjsonTraceSink(ndjson_path) as ndjson, SqliteTraceStore(sqlite_path) as store:
+        assert agent.run_or_raise({}, context={"tracing": compose_sinks(ndjson, store)}) == 3
+    return ndjson_path, sqlite_path
+
+
+def _forge(record: dict[str, Any]) -> dict[str, Any]:
+    forged = json.loads(json.dumps(record))
+    forged["payload"]["definitionSnapshot"]["steps"][0]["agent"]["limits"]["maxCalls"] += 1
+    return forged
+
+
+def test_both_readers_reject_a_snapshot_whose_agent_limits_were_edited(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A `pipeline.started` snapshot edited after its run fails to decode, naming the hash."""
+    ndjson_path, sqlite_path = _agent_started_records(tmp_path)
+    records = read_ndjson(ndjson_path)
+    assert SqliteTraceStore(sqlite_path, read_only=True).events() == records
+    started = next(r for r in records if r["name"] == "pipeline.started")
+    lines = [json.dumps(_forge(r) if r is started else r) for r in records]
+    ndjson_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    with pytest.raises(TraceStoreError, match=r"line 1 .*structural fingerprint") as caught:
+        read_ndjson(ndjson_path)
+    assert started["payload"]["definitionIdentity"]["structuralFingerprint"] in str(caught.value)
+
+    # The append-only store is edited behind its back, as a forger with the file would.
+    with sqlite3.connect(sqlite_path) as connection:
+        connection.execute("DROP TRIGGER IF EXISTS pipeline_run_events_no_update")
+        connection.execute(
+            "UPDATE pipeline_run_events SET payload_json = ? WHERE event_name = ? AND id = 1",
+            (json.dumps(_forge(started)["payload"]), "pipeline.started"),
+        )
+    with pytest.raises(TraceStoreError, match=r"row 1 .*structural fingerprint"):
+        SqliteTraceStore(sqlite_path, read_only=True).events()

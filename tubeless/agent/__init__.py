@@ -11,6 +11,7 @@ from tubeless._types import (
 from tubeless.agent._agent import define_agent
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
+from tubeless.agent._function_tools import tool_from_function
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
@@ -34,6 +35,7 @@ __all__ = [
     "define_tool",
     "own_state",
     "parse_decision",
+    "tool_from_function",
 ]
 
 _show_public_module(__name__, __all__, globals())

@@ -94,7 +94,7 @@ class CliParameter:
     multiple: bool = False
     """A repeatable flag collecting a list (strings or numbers only)."""
     optional: bool = False
-    """May be left out: the key is then absent from the values."""
+    """May be left out: the key is then absent from the values (`[]` for a repeatable flag)."""
     default: Any = NO_DEFAULT
     """The value when neither the command line nor the environment gives one."""
     choices: tuple[str, ...] | None = None
@@ -120,10 +120,13 @@ class CliParameter:
 
     @property
     def required(self) -> bool:
-        """Whether the flag must be given (not boolean, repeatable, optional, defaulted, env)."""
+        """Whether the flag must be given (not boolean, optional, defaulted or from env).
+
+        A repeatable flag is required unless `optional`: an array the options schema
+        requires must be given at least once.
+        """
         return (
             self.type != "boolean"
-            and not self.multiple
             and not self.optional
             and self.default is NO_DEFAULT
             and self.env is None
@@ -180,7 +183,7 @@ class CliParameter:
             details.append(f"at most {_number_text(self.maximum)}")
         if self.multiple:
             details.append("repeatable")
-        elif self.default is not NO_DEFAULT:
+        if self.default is not NO_DEFAULT and not self.multiple:
             details.append(f"default: {json.dumps(self.default, ensure_ascii=False)}")
         elif self.required:
             details.append("required")
@@ -222,7 +225,7 @@ class CliParameter:
             return self._from_environment(environ[self.env], errors)
         if self.default is not NO_DEFAULT:
             return list(self.default) if isinstance(self.default, list) else self.default
-        if self.multiple:
+        if self.multiple and self.optional:
             return []
         if self.type == "boolean":
             return False

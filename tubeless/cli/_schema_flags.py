@@ -134,7 +134,8 @@ def _property(
 ) -> CliParameter:
     field = _resolve(value, root, key)
     if field.get("type") == "array":
-        parameter = _array(field, root, key)
+        # A required array stays required: `[]` would hide the missing flag.
+        parameter = dataclasses.replace(_array(field, root, key), optional=key not in required)
     else:
         parameter = _scalar(field, key)
         if "default" in field:

@@ -1,5 +1,6 @@
 """Pipelines: steps, planning, execution, child pipelines and definition identity."""
 
+from tubeless._fingerprint import fingerprint
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._types import ContextLike, ControlsLike, Hook, HooksLike
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
@@ -10,7 +11,6 @@ from tubeless.pipeline._identity import (
     DefinitionIdentity,
     DefinitionSnapshot,
     decode_snapshot,
-    fingerprint,
 )
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._render import escape_mermaid_label, render_mermaid, render_plan

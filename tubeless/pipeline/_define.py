@@ -7,6 +7,7 @@ from typing import Any
 
 from tubeless._types import ContextLike, ControlsLike, SchemaLike
 from tubeless.errors import (
+    PipelineCancelledError,
     PipelineDefinitionError,
     PipelineExecutionError,
     TraceRecordError,
@@ -286,10 +287,14 @@ class Pipeline:
         """Run the pipeline and return its value.
 
         Raises:
+            PipelineCancelledError: when the run ended `cancelled`: a `RunCancelledError`
+                and a `PipelineExecutionError` both.
             PipelineExecutionError: when the run did not complete; `.result` is the run and
                 `__cause__` the exception behind its first error.
         """
         result = self.run(options, controls=controls, context=context)
+        if result.status == "cancelled":
+            raise PipelineCancelledError(result) from result.first_exception()
         if result.status != "completed":
             raise PipelineExecutionError(result) from result.first_exception()
         return result.value

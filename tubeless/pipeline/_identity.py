@@ -1,19 +1,21 @@
 """Definition identity: the frozen snapshot of a pipeline and its two fingerprints.
 
-`structuralFingerprint` hashes what the graph is (steps, dependency sets, dry-run kinds,
-validation flags, nested pipelines' structure, annotations such as agent limits);
-`definitionId` adds the author's `implementation_version` and the children's ids. Both are
-`sha256:<hex>` over compact JSON with sorted keys, so key order never matters.
+The fingerprints themselves are computed in `tubeless._fingerprint`, which trace readers
+share to reject edited snapshots.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tubeless._fingerprint import (
+    MISMATCH_WORDS,
+    identity_mismatch,
+    recomputed_identity,
+    snapshot_identity,
+)
 from tubeless._frozen import freeze_json, thaw
 from tubeless.errors import DefinitionIdentityError
 from tubeless.pipeline._plan import dry_run_kind
@@ -76,12 +78,6 @@ class DefinitionSnapshot:
         return out
 
 
-def fingerprint(value: Any) -> str:
-    """Return `sha256:<hex>` of the compact, key-sorted JSON of `value`."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _step_entry(step: Step) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "id": step.id,
@@ -99,33 +95,6 @@ def _step_entry(step: Step) -> dict[str, Any]:
     return entry
 
 
-def _version(entries: Sequence[Mapping[str, Any]]) -> int:
-    for entry in entries:
-        nested = entry.get("nestedPipeline")
-        if nested and (nested["mode"] == "iterate" or nested["identity"]["version"] >= 2):
-            return 2
-    return 1
-
-
-def _structural_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(entry)
-    nested = entry.get("nestedPipeline")
-    if nested is not None:
-        reduced = dict(nested)
-        child = nested["identity"]
-        reduced["identity"] = {
-            "version": child["version"],
-            "structuralFingerprint": child["structuralFingerprint"],
-        }
-        out["nestedPipeline"] = reduced
-    return out
-
-
-def _child_identity(entry: Mapping[str, Any]) -> dict[str, Any] | None:
-    nested = entry.get("nestedPipeline")
-    return None if nested is None else dict(nested["identity"])
-
-
 def compute_identity(
     entries: Sequence[Mapping[str, Any]],
     target_ids: Sequence[str],
@@ -134,26 +103,12 @@ def compute_identity(
     implementation_version: str | None,
 ) -> DefinitionIdentity:
     """Compute the identity of a snapshot's content."""
-    version = _version(entries)
-    structural: dict[str, Any] = {
-        "version": version,
-        "steps": [_structural_entry(entry) for entry in entries],
-        "targetIds": sorted(target_ids),
-        "optionsValidated": flags[0],
-        "resultValidated": flags[1],
-    }
-    if required is not None:
-        structural["requiredFinalizerStepIds"] = sorted(required)
-    structural_fingerprint = fingerprint(structural)
-    definition: dict[str, Any] = {
-        "version": version,
-        "structuralFingerprint": structural_fingerprint,
-        "children": [_child_identity(entry) for entry in entries],
-    }
-    if implementation_version is not None:
-        definition["implementationVersion"] = implementation_version
+    identity = snapshot_identity(entries, target_ids, required, flags, implementation_version)
     return DefinitionIdentity(
-        version, structural_fingerprint, fingerprint(definition), implementation_version
+        identity["version"],
+        identity["structuralFingerprint"],
+        identity["definitionId"],
+        implementation_version,
     )
 
 
@@ -185,23 +140,22 @@ def decode_snapshot(data: Mapping[str, Any]) -> DefinitionSnapshot:
             (an edited snapshot) or the data is malformed.
     """
     try:
-        recorded = data["identity"]
+        computed = recomputed_identity(data)
+        mismatch = identity_mismatch(data, computed)
         entries = [dict(entry) for entry in data["steps"]]
         required = data.get("requiredFinalizerStepIds")
         flags = (bool(data["optionsValidated"]), bool(data["resultValidated"]))
-        identity = compute_identity(
-            entries, data["targetIds"], required, flags, recorded.get("implementationVersion")
-        )
     except (KeyError, TypeError, AttributeError) as error:
         raise DefinitionIdentityError(f"Malformed definition snapshot: {error!r}") from error
-    if identity.structural_fingerprint != recorded.get("structuralFingerprint"):
-        raise DefinitionIdentityError(
-            "Definition snapshot does not match its structural fingerprint"
-        )
-    if identity.definition_id != recorded.get("definitionId") or identity.version != recorded.get(
-        "version"
-    ):
-        raise DefinitionIdentityError("Definition snapshot does not match its definition id")
+    if mismatch is not None:
+        words = MISMATCH_WORDS[mismatch]
+        raise DefinitionIdentityError(f"Definition snapshot does not match its {words}")
+    identity = DefinitionIdentity(
+        computed["version"],
+        computed["structuralFingerprint"],
+        computed["definitionId"],
+        computed.get("implementationVersion"),
+    )
     return DefinitionSnapshot(
         identity=identity,
         steps=tuple(freeze_json(entry) for entry in entries),

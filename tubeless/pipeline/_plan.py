@@ -165,8 +165,8 @@ def _target_reasons(targets: Sequence[Step]) -> Reasons:
     reasons: Reasons = {}
     for target in targets:
         _add_reason(reasons, target.id, SelectionReason("target", target_id=target.id))
-        # Depth-first, as the reference walks it, so a shared prerequisite lists its paths
-        # in the same order; a stack of generators instead of recursion keeps long chains
+        # Depth-first, as the TypeScript tubeless walks it, so a shared prerequisite lists
+        # its paths in the same order; a stack of generators instead of recursion keeps long chains
         # clear of the recursion limit.
         expanded = {target}
         walks = [_prerequisites(target, target, reasons)]

@@ -65,7 +65,7 @@ def _render_step(step: PlanStep, explain: bool) -> str:
 
 
 def render_plan(plan: PipelinePlan, *, explain: bool = True) -> str:
-    """Render a plan for people, as the reference does (no trailing newline).
+    """Render a plan for people: the text `tubeless plan` prints (no trailing newline).
 
     Args:
         plan: the plan to render.

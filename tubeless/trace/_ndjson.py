@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
-from tubeless.trace._wire import validate_record
+from tubeless.trace._wire import decode_record, validate_record
 
 __all__ = [
     "NDJSON_FILE_BYTE_LIMIT",
@@ -197,7 +197,7 @@ def _parse_line(line: bytes) -> dict[str, Any]:
     except (ValueError, RecursionError):
         raise ValueError("is not valid JSON") from None
     try:
-        validate_record(record)
+        decode_record(record)
     except TraceRecordError as error:
         raise ValueError(f"is not a valid trace record: {error}") from None
     return record  # type: ignore[no-any-return]
@@ -220,7 +220,8 @@ def read_ndjson(
 
     Raises:
         TraceStoreError: when the file is missing or too large, or a line is too long, not
-            UTF-8, not JSON or not a valid trace record; the message names the line (from 1).
+            UTF-8, not JSON or not a valid trace record (a definition snapshot that no longer
+            matches its fingerprints included); the message names the line (from 1).
     """
     source = Path(path)
     data = _read_limited(source)

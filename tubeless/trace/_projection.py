@@ -64,7 +64,7 @@ class StoredLog:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StoredRun:
-    """One recorded run as `history` shows it (the reference's `StoredPipelineRun`)."""
+    """One recorded run as `history` shows it (`StoredPipelineRun` in the TypeScript tubeless)."""
 
     run_id: str
     """The run's id."""
@@ -104,7 +104,7 @@ class StoredRun:
     """The version of this shape (2)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the reference's camelCase JSON, leaving out absent fields."""
+        """Return the camelCase JSON form, leaving out absent fields."""
         out: dict[str, Any] = {
             "version": self.version,
             "runId": self.run_id,

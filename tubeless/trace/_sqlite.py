@@ -1,8 +1,8 @@
 """A SQLite trace store: an append-only table of records that is a sink and a reader.
 
-The table is the reference's `pipeline_run_events` plus one column, `extra_json`, for
-what the reference's columns cannot keep exactly (see `_sqlite_rows`), so a record read back
-equals, field for field and type for type, the record written.
+The table is `pipeline_run_events`, as the TypeScript tubeless writes it, plus one column,
+`extra_json`, for what those columns cannot keep exactly (see `_sqlite_rows`), so a record
+read back equals, field for field and type for type, the record written.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tubeless.trace._sqlite_rows import (
     record_row,
     row_record,
 )
-from tubeless.trace._wire import validate_record
+from tubeless.trace._wire import decode_record, validate_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -196,7 +196,7 @@ class SqliteTraceStore:
             for statement in _SCHEMA:
                 connection.execute(statement)
             if not self._has_extra_column():
-                # A store written by the reference implementation lacks this column.
+                # A store written by the TypeScript tubeless lacks this column.
                 connection.execute("ALTER TABLE pipeline_run_events ADD COLUMN extra_json TEXT")
             connection.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
 
@@ -306,7 +306,8 @@ class SqliteTraceStore:
         """Return the stored records in write order, optionally of one run or pipeline.
 
         Raises:
-            TraceStoreError: when a stored row is not a valid trace record.
+            TraceStoreError: when a stored row is not a valid trace record, or holds a
+                definition snapshot that no longer matches its fingerprints.
             TraceSinkError: when committing the buffer fails, or an earlier commit failed.
         """
         return [record for _, record in self.event_rows(run_id, pipeline_id)]
@@ -317,7 +318,8 @@ class SqliteTraceStore:
         """Return `(row id, record)` pairs in write order; ids only grow.
 
         Raises:
-            TraceStoreError: when a stored row is not a valid trace record.
+            TraceStoreError: when a stored row is not a valid trace record, or holds a
+                definition snapshot that no longer matches its fingerprints.
             TraceSinkError: when committing the buffer fails, or an earlier commit failed.
         """
         with self._lock:
@@ -361,7 +363,7 @@ class SqliteTraceStore:
     def _checked_record(self, row: Sequence[Any]) -> dict[str, Any]:
         try:
             record = row_record(row)
-            validate_record(record)
+            decode_record(record)
         except (ValueError, TypeError, RecursionError) as error:
             text = f"{self._path} row {row[0]} is not a valid trace record: {error}"
             raise TraceStoreError(text) from error

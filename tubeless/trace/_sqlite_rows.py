@@ -1,8 +1,9 @@
 """The row layout of the SQLite trace store: a record to columns and back, exactly.
 
-The reference's columns lose two things: the `iteration` relation (no column), and the
-JSON number type of `version`/`timestampMs` (INTEGER affinity turns `5.0` into `5`) and of
-`durationMs` (REAL affinity turns `5` into `5.0`). The extra column `extra_json` holds
+The shared `pipeline_run_events` columns (the TypeScript tubeless writes the same table)
+lose two things: the `iteration` relation (no column), and the JSON number type of
+`version`/`timestampMs` (INTEGER affinity turns `5.0` into `5`) and of `durationMs` (REAL
+affinity turns `5` into `5.0`). The extra column `extra_json` holds
 exactly those fields, only when needed, so a row read back equals the record written.
 """
 

@@ -89,7 +89,7 @@ class StoredStep:
     """`override` when the output did not come from the handler."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the reference's camelCase JSON, leaving out absent fields."""
+        """Return the camelCase JSON form, leaving out absent fields."""
         out: dict[str, Any] = {"id": self.id, "status": self.status}
         fields: tuple[tuple[str, Any], ...] = (
             ("name", self.name),

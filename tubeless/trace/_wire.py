@@ -2,7 +2,8 @@
 
 `trace-v3.schema.json` (next to this module) is the single definition of every record
 kind. The emitter checks each record with `validate_record` before it leaves a run, and
-both readers (NDJSON and SQLite) check each record they load with it too.
+both readers (NDJSON and SQLite) check each record they load with `decode_record`, which
+also recomputes a definition snapshot's fingerprints.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
 from tubeless._quote import quote
+from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_identity
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
 from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem, record_size_problem
@@ -31,6 +33,7 @@ __all__ = [
     "TraceSink",
     "check_own_fields",
     "check_record",
+    "decode_record",
     "load_trace_schema",
     "shared_fields_valid",
     "validate_record",
@@ -255,3 +258,37 @@ def check_record(record: Mapping[str, Any], *, payload_checked: bool = False) ->
         ) from None
     if problem is not None:
         raise TraceRecordError(f"Invalid {name} trace record at {problem[0]}: {problem[1]}")
+
+
+def decode_record(record: Any) -> None:
+    """Check a record read back from a store: `validate_record`, then its snapshot's hashes.
+
+    A `pipeline.started` snapshot must hash to the identity it records, so an edited
+    snapshot (say, agent limits changed after the run) is refused rather than trusted.
+    Hashes are this library's (`sha256` over key-sorted JSON).
+
+    Raises:
+        TraceRecordError: as `validate_record` does, or naming the fingerprint that no
+            longer matches the snapshot's content.
+    """
+    validate_record(record)
+    if record["name"] != "pipeline.started":
+        return
+    snapshot = record["payload"].get("definitionSnapshot")
+    if snapshot is None:
+        return
+    try:
+        computed = recomputed_identity(snapshot)
+    except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as error:
+        raise TraceRecordError(
+            f"Invalid pipeline.started trace record at $.payload.definitionSnapshot: "
+            f"cannot compute its fingerprints ({type(error).__name__})"
+        ) from None
+    field = identity_mismatch(snapshot, computed)
+    if field is not None:
+        recorded = snapshot["identity"].get(field)
+        raise TraceRecordError(
+            "Invalid pipeline.started trace record at $.payload.definitionSnapshot: "
+            f"the snapshot does not match its {MISMATCH_WORDS[field]} (it records "
+            f"{field} {recorded}, its content gives {computed[field]}): it was edited"
+        )

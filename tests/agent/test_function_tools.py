@@ -1,0 +1,208 @@
+"""`tool_from_function`: schemas from a typed function's signature and docstring."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pydantic
+import pytest
+
+from tubeless import ToolContext, ToolError, define_agent, tool_from_function
+from tubeless.errors import AgentDefinitionError, MissingExtraError
+from tubeless.testing import scripted_decide
+
+
+class Weather(pydantic.BaseModel):
+    """The weather in one city."""
+
+    city: str
+    celsius: float
+
+
+def get_weather(city: str, days: int = 1) -> Weather:
+    """Look up the weather in a city.
+
+    Only a few cities are known.
+
+    Args:
+        city: the city's name, as the
+            post office writes it.
+        days: how many days ahead.
+
+    Returns:
+        The weather.
+    """
+    if city == "Atlantis":
+        raise ToolError("UNKNOWN_CITY", f"No weather for {city}")
+    return Weather(city=city, celsius=20.5 + days)
+
+
+def _weather_agent(tool: Any, calls: list[dict[str, Any]]) -> Any:
+    return define_agent(
+        id="weather",
+        input_schema={"type": "object"},
+        result_schema={"type": "array"},
+        initial_state=lambda options: {"seen": []},
+        decide=scripted_decide(
+            [
+                {"kind": "continue", "calls": calls},
+                lambda state, context: {"kind": "finish", "result": state["seen"]},
+            ]
+        ),
+        reduce=lambda state, outcomes: {"seen": [*state["seen"], *outcomes]},
+        tools={"get_weather": tool},
+        limits={"max_turns": 3, "max_calls": 5},
+    )
+
+
+def test_the_input_schema_comes_from_the_signature_and_docstring() -> None:
+    """Parameters become required or defaulted properties, described by the `Args:` entries."""
+    tool = tool_from_function(get_weather)
+
+    assert tool.description == "Look up the weather in a city."
+    schema = tool.input_json_schema
+    assert schema["type"] == "object"
+    assert schema["required"] == ("city",)
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["city"]["type"] == "string"
+    assert schema["properties"]["city"]["description"] == (
+        "the city's name, as the post office writes it."
+    )
+    assert schema["properties"]["days"] == {
+        "default": 1,
+        "description": "how many days ahead.",
+        "title": "Days",
+        "type": "integer",
+    }
+
+
+def test_an_agent_calls_the_function_and_gets_its_output_as_json() -> None:
+    """Validated arguments reach the function; a returned model arrives as a plain dict."""
+    tool = tool_from_function(get_weather, description="Weather by city")
+    calls = [
+        {"id": "a", "tool": "get_weather", "input": {"city": "Oslo", "days": "2"}},
+        {"id": "b", "tool": "get_weather", "input": {"city": "Atlantis"}},
+    ]
+
+    outcomes = _weather_agent(tool, calls).run_or_raise({})
+
+    assert tool.description == "Weather by city"
+    assert outcomes == (
+        {"id": "a", "tool": "get_weather", "ok": True, "value": {"city": "Oslo", "celsius": 22.5}},
+        {
+            "id": "b",
+            "tool": "get_weather",
+            "ok": False,
+            "error": {"code": "UNKNOWN_CITY", "message": "No weather for Atlantis"},
+        },
+    )
+
+
+def test_arguments_the_signature_does_not_take_are_rejected_before_the_call() -> None:
+    """An unknown property fails the decision, and the function never runs."""
+    ran: list[str] = []
+
+    def shout(word: str) -> str:
+        """Uppercase a word."""
+        ran.append(word)
+        return word.upper()
+
+    calls = [{"id": "a", "tool": "get_weather", "input": {"word": "hi", "loud": True}}]
+    run = _weather_agent(tool_from_function(shout), calls).run({})
+
+    assert run.status == "failed"
+    assert ran == []
+    assert "loud" in run.errors[0].message
+
+
+def test_a_tool_context_parameter_receives_the_context() -> None:
+    """A parameter annotated `ToolContext` is not part of the input and gets the context."""
+    seen: list[Any] = []
+
+    def echo(text: str, context: ToolContext) -> str:
+        """Echo text."""
+        seen.append(context)
+        return text
+
+    tool = tool_from_function(echo)
+    calls = [{"id": "a", "tool": "get_weather", "input": {"text": "hi"}}]
+    outcomes = _weather_agent(tool, calls).run_or_raise({})
+
+    assert list(tool.input_json_schema["properties"]) == ["text"]
+    assert outcomes[0]["value"] == "hi"
+    assert isinstance(seen[0], ToolContext)
+
+
+def _unannotated(city, days: int) -> str:  # type: ignore[no-untyped-def]
+    """Weather."""
+    return str(city)
+
+
+def _no_return(city: str):  # type: ignore[no-untyped-def]
+    """Weather."""
+    return city
+
+
+def _undocumented(city: str) -> str:
+    return city
+
+
+def _variadic(*cities: str) -> str:
+    """Weather."""
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (_unannotated, "_unannotated): parameter 'city' has no type annotation"),
+        (_no_return, "_no_return): no return annotation"),
+        (_undocumented, "_undocumented): no description: give description= or a docstring"),
+        (_variadic, "_variadic): parameter 'cities': a tool takes named parameters"),
+        (lambda city: city, "<lambda>): parameter 'city' has no type annotation"),
+    ],
+)
+def test_what_is_missing_is_a_definition_error_naming_it(fn: Any, words: str) -> None:
+    """An unannotated parameter or return value, or no description, names the function and part."""
+    with pytest.raises(AgentDefinitionError) as caught:
+        tool_from_function(fn)
+
+    assert caught.value.code == "TUBELESS_AGENT_INVALID_DEFINITION"
+    assert words in str(caught.value)
+
+
+class Opaque:
+    """A class pydantic knows nothing about."""
+
+
+def test_a_type_pydantic_cannot_model_is_a_definition_error() -> None:
+    """A parameter of an arbitrary class fails at definition, not at the first call."""
+
+    def use(thing: Opaque) -> str:
+        """Use a thing."""
+        return ""
+
+    with pytest.raises(AgentDefinitionError, match="pydantic cannot model its parameters"):
+        tool_from_function(use)
+
+
+def test_without_pydantic_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With pydantic missing, the error has its code and says which extra to install."""
+    monkeypatch.setitem(sys.modules, "pydantic", None)
+
+    with pytest.raises(MissingExtraError) as caught:
+        tool_from_function(get_weather)
+
+    assert caught.value.code == "TUBELESS_EXTRA_MISSING"
+    assert caught.value.extra == "pydantic"
+    assert isinstance(caught.value, ImportError)
+    assert "pip install 'tubeless-pipelines[pydantic]'" in str(caught.value)
+
+
+@pytest.mark.slow
+def test_importing_tubeless_does_not_import_pydantic() -> None:
+    """pydantic is imported by the first `tool_from_function` call, not by `import tubeless`."""
+    code = "import sys, tubeless\nassert 'pydantic' not in sys.modules, sorted(sys.modules)\n"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,177 @@
+"""`tool_from_function`: a tool whose schemas come from a typed function, through pydantic.
+
+pydantic is optional (the `pydantic` extra) and this module is its only importer: it is
+imported when `tool_from_function` is called, never when tubeless is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from tubeless.agent._context import ToolContext
+from tubeless.agent._docstrings import read_docstring
+from tubeless.agent._tools import AgentTool, define_tool
+from tubeless.errors import AgentDefinitionError, MissingExtraError
+
+_MESSAGE_LIMIT = 200
+
+
+def _pydantic() -> Any:
+    try:
+        return importlib.import_module("pydantic")
+    except ImportError:
+        raise MissingExtraError("tool_from_function", extra="pydantic", missing="pydantic") from None
+
+
+def _bounded(text: object) -> str:
+    words = " ".join(str(text).split())
+    return words if len(words) <= _MESSAGE_LIMIT else words[: _MESSAGE_LIMIT - 3] + "..."
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Parameters:
+    """How a function's parameters map onto the input model's fields."""
+
+    fields: dict[str, tuple[Any, Any]]
+    """Field name -> `(annotation, FieldInfo)`, for `pydantic.create_model`."""
+    positional: tuple[str | None, ...]
+    """Field names of the positional-only parameters, in order (`None`: the context)."""
+    keywords: dict[str, str | None]
+    """Parameter name -> field name (`None`: the context) for the others."""
+
+
+class _JsonOutput:
+    """A `TypeAdapter` look-alike whose validation returns the JSON form of the value.
+
+    Tool outputs become outcome values, which are plain data: a returned model instance
+    is checked against the return annotation, then dumped in JSON mode.
+    """
+
+    def __init__(self, adapter: Any) -> None:
+        self._adapter = adapter
+
+    def validate_python(self, value: Any) -> Any:
+        return self._adapter.dump_python(self._adapter.validate_python(value), mode="json")
+
+    def json_schema(self, mode: str = "validation") -> Any:
+        return self._adapter.json_schema(mode="serialization")
+
+
+class _Definition:
+    """The pieces of a function tool, each checked with a message naming the function."""
+
+    def __init__(self, fn: Callable[..., Any], pydantic: Any) -> None:
+        self.fn = fn
+        self.pydantic = pydantic
+        self.name = _bounded(getattr(fn, "__qualname__", None) or type(fn).__name__)
+        try:
+            self.signature = inspect.signature(fn, eval_str=True)
+        except (NameError, TypeError, ValueError, SyntaxError) as error:
+            problem = f"cannot read its signature ({type(error).__name__}: {error})"
+            raise self.error(problem) from error
+        self.docs = read_docstring(getattr(fn, "__doc__", None))
+
+    def error(self, problem: str) -> AgentDefinitionError:
+        return AgentDefinitionError(f"tool_from_function({self.name}): {_bounded(problem)}")
+
+    def description(self, given: str | None) -> str:
+        if given is not None:
+            return given
+        if self.docs.summary is None:
+            raise self.error("no description: give description= or a docstring")
+        return self.docs.summary
+
+    def _field(self, index: int, parameter: inspect.Parameter) -> tuple[str, tuple[Any, Any]]:
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        info = self.pydantic.Field(
+            default,
+            alias=parameter.name,
+            description=self.docs.parameters.get(parameter.name),
+        )
+        return f"p{index}", (parameter.annotation, info)
+
+    def parameters(self) -> _Parameters:
+        fields: dict[str, tuple[Any, Any]] = {}
+        positional: list[str | None] = []
+        keywords: dict[str, str | None] = {}
+        for index, parameter in enumerate(self.signature.parameters.values()):
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise self.error(f"parameter {parameter.name!r}: a tool takes named parameters")
+            if parameter.annotation is inspect.Parameter.empty:
+                raise self.error(f"parameter {parameter.name!r} has no type annotation")
+            field: str | None = None
+            if parameter.annotation is not ToolContext:
+                field, fields[field] = self._field(index, parameter)
+            if parameter.kind is parameter.POSITIONAL_ONLY:
+                positional.append(field)
+            else:
+                keywords[parameter.name] = field
+        return _Parameters(fields, tuple(positional), keywords)
+
+    def input_model(self, fields: dict[str, tuple[Any, Any]]) -> Any:
+        config = self.pydantic.ConfigDict(extra="forbid")
+        title = getattr(self.fn, "__name__", None) or type(self.fn).__name__
+        try:
+            return self.pydantic.create_model(str(title), __config__=config, **fields)
+        except Exception as error:
+            raise self.error(f"pydantic cannot model its parameters: {error}") from error
+
+    def output(self) -> _JsonOutput:
+        annotation = self.signature.return_annotation
+        if annotation is inspect.Signature.empty:
+            raise self.error("no return annotation")
+        try:
+            return _JsonOutput(self.pydantic.TypeAdapter(annotation))
+        except Exception as error:
+            raise self.error(f"pydantic cannot model its return value: {error}") from error
+
+
+def _handler(fn: Callable[..., Any], parameters: _Parameters) -> Callable[[Any, ToolContext], Any]:
+    def run(value: Any, context: ToolContext) -> Any:
+        args = [context if f is None else getattr(value, f) for f in parameters.positional]
+        kwargs = {
+            name: context if f is None else getattr(value, f)
+            for name, f in parameters.keywords.items()
+        }
+        return fn(*args, **kwargs)
+
+    return run
+
+
+def tool_from_function(fn: Callable[..., Any], *, description: str | None = None) -> AgentTool:
+    """Define a tool from a typed function: its schemas come from the signature, via pydantic.
+
+    The tool's input is an object with one property per parameter (its annotation and
+    default; its description from the docstring's `Args:` section); unknown properties
+    are rejected. A parameter annotated `ToolContext` receives the tool context instead.
+    The output is checked against the return annotation and handed on in its JSON form
+    (a returned pydantic model becomes a dict).
+
+    Args:
+        fn: the function; every parameter and the return value need a type annotation.
+        description: what the tool does; defaults to the docstring's first paragraph.
+
+    Raises:
+        MissingExtraError: `TUBELESS_EXTRA_MISSING` when pydantic is not installed
+            (`pip install 'tubeless-pipelines[pydantic]'`).
+        AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the function and
+            what is missing, checked in this order: a parameter's annotation (or a
+            `*args`/`**kwargs` parameter), the return annotation, a description; or a
+            type pydantic cannot model.
+    """
+    if not callable(fn):
+        raise AgentDefinitionError("tool_from_function requires a function")
+    definition = _Definition(fn, _pydantic())
+    parameters = definition.parameters()
+    output = definition.output()
+    text = definition.description(description)
+    return define_tool(
+        description=text,
+        input_schema=definition.input_model(parameters.fields),
+        output_schema=output,
+        run=_handler(fn, parameters),
+    )
