@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from tubeless.agent._context import ToolContext
+from tubeless.agent._agent_contexts import ToolContext
 from tubeless.agent._docstrings import read_docstring
 from tubeless.agent._tools import AgentTool, define_tool
 from tubeless.errors import AgentDefinitionError, MissingExtraError
@@ -24,7 +24,9 @@ def _pydantic() -> Any:
     try:
         return importlib.import_module("pydantic")
     except ImportError:
-        raise MissingExtraError("tool_from_function", extra="pydantic", missing="pydantic") from None
+        raise MissingExtraError(
+            "tool_from_function", extra="pydantic", missing="pydantic"
+        ) from None
 
 
 def _bounded(text: object) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
-from tubeless._quote import quote
 from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_identity
+from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
 from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem, record_size_problem
