@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
-from tubeless.trace._wire import decode_record, validate_record
+from tubeless.trace._wire import decode_record
 
 __all__ = [
     "NDJSON_FILE_BYTE_LIMIT",
@@ -91,12 +91,13 @@ class NdjsonTraceSink:
         """Validate `record` and append it as one line.
 
         Raises:
-            TraceRecordError: when `record` is not a valid trace record, or its line would
+            TraceRecordError: when `record` is not a valid trace record (an edited definition
+                snapshot included, which a reader would refuse), or its line would
                 not read back (over 1 MiB, or not UTF-8): nothing is written, and the sink
                 stays usable.
             TraceSinkError: when the sink is closed, or the write fails now or failed before.
         """
-        validate_record(record)
+        decode_record(record)
         line = encode_record(record)
         _check_line(line)
         with self._lock:

@@ -26,7 +26,7 @@ from tubeless.trace._sqlite_rows import (
     record_row,
     row_record,
 )
-from tubeless.trace._wire import decode_record, validate_record
+from tubeless.trace._wire import decode_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -232,7 +232,7 @@ class SqliteTraceStore:
             TraceSinkError: when the store is read-only or closed, or a commit fails now or
                 failed before.
         """
-        validate_record(record)
+        decode_record(record)
         row = record_row(record)
         check_row_text(row)
         with self._lock:

@@ -272,7 +272,7 @@ def decode_record(record: Any) -> None:
             longer matches the snapshot's content.
     """
     validate_record(record)
-    if record["name"] != "pipeline.started":
+    if type(record) is TraceRecord or record["name"] != "pipeline.started":
         return
     snapshot = record["payload"].get("definitionSnapshot")
     if snapshot is None:
