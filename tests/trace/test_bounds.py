@@ -16,27 +16,17 @@ from hypothesis import strategies as st
 from tubeless.errors import TraceRecordError
 from tubeless.pipeline import RunControls, create_steps, define_pipeline
 from tubeless.testing import RecordingLogger
-from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, read_ndjson, validate_record
+from tubeless.trace import (
+    TRACE_RECORD_NAMES,
+    NdjsonTraceSink,
+    SqliteTraceStore,
+    read_ndjson,
+    validate_record,
+)
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
 from tubeless.trace._rules import TRACE_MESSAGE_LIMIT, TRACE_RECORD_BYTE_LIMIT, json_bytes
 
 MakeRecord = Callable[..., dict[str, Any]]
-KINDS = [
-    "pipeline.started",
-    "step.planned",
-    "step.running",
-    "step.attempted",
-    "step.artifact",
-    "pipeline.log",
-    "step.complete",
-    "step.skipped",
-    "step.failed",
-    "step.cancelled",
-    "pipeline.finalize.started",
-    "pipeline.finalize.completed",
-    "pipeline.finalize.failed",
-    "pipeline.completed",
-]
 FAST = settings(
     max_examples=40,
     deadline=None,
@@ -97,7 +87,7 @@ def _write_then_read(record: dict[str, Any], valid: dict[str, Any]) -> None:
 
 
 def _mutations(make_record: MakeRecord, data: st.DataObject) -> tuple[dict[str, Any], dict]:
-    kind = data.draw(st.sampled_from(KINDS))
+    kind = data.draw(st.sampled_from(TRACE_RECORD_NAMES))
     record = make_record(kind)
     valid = copy.deepcopy(record)
     paths = list(_leaves(record))
