@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_agent
+import bench_delegation
 import bench_inserts
 import bench_memory
 import bench_otel
@@ -139,10 +140,27 @@ def run_otel_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     return []
 
 
+def run_delegation_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print the cost of one delegation against a handler call (information)."""
+    plan = bench_delegation.QUICK if quick else bench_delegation.FULL
+    measured = bench_delegation.measure(plan)
+    title = "Delegation: one pipeline_tool call of a subagent against a handler call"
+    emit(_section(title) + bench_delegation.format_delegation(measured, plan))
+    marginal = bench_delegation.slopes(measured, plan)
+    figures["delegation"] = {
+        "turns": plan.turns,
+        "widest": plan.widest,
+        "secondsPerCall": marginal,
+        "ratio": bench_delegation.ratio(measured, plan),
+    }
+    return []
+
+
 BENCHES = (
     run_agent_bench,
     run_memory_bench,
     run_state_bench,
+    run_delegation_bench,
     run_trace_store_bench,
     run_otel_bench,
 )

@@ -17,6 +17,7 @@ from tubeless.agent import (
     ToolContext,
     define_agent,
     define_tool,
+    pipeline_tool,
     tool_from_function,
 )
 from tubeless.errors import (
@@ -104,6 +105,7 @@ __all__ = [
     "define_pipeline_command",
     "define_project",
     "define_tool",
+    "pipeline_tool",
     "require_outputs",
     "tool_from_function",
 ]

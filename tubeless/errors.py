@@ -209,18 +209,26 @@ class ChildPipelineError(TubelessError):
     """Child runs of a fan-out step failed or were cancelled.
 
     `cancelled` is true only when every unsuccessful child was cancelled (failure wins);
-    `fan_out` holds bounded per-item diagnostics.
+    `fan_out` holds bounded per-item diagnostics; `item_errors` the exception of every
+    item that did not complete, in item order (empty when the step failed before its items).
     """
 
     cancelled: bool
     fan_out: FanOutDiagnostics | None
+    item_errors: tuple[BaseException, ...]
 
     def __init__(
-        self, message: str, *, cancelled: bool = False, fan_out: FanOutDiagnostics | None = None
+        self,
+        message: str,
+        *,
+        cancelled: bool = False,
+        fan_out: FanOutDiagnostics | None = None,
+        item_errors: tuple[BaseException, ...] = (),
     ) -> None:
         super().__init__(message, code="TUBELESS_CHILD_FAILED")
         self.cancelled = cancelled
         self.fan_out = fan_out
+        self.item_errors = item_errors
 
 
 class IterationError(TubelessError):
@@ -324,7 +332,11 @@ class AgentError(TubelessError):
 
 
 class AgentLimitError(AgentError):
-    """An agent limit was exhausted; the numbers are attributes too."""
+    """An agent limit was exhausted; the numbers are attributes too.
+
+    `scope` is the run id of the agent whose budget refused (in a tree of subagents, an
+    ancestor's budget may refuse a descendant's batch).
+    """
 
     limit: str
     bound: int
@@ -332,15 +344,17 @@ class AgentLimitError(AgentError):
     requested: int
     scope: str
 
-    def __init__(self, limit: str, *, bound: int, consumed: int, requested: int) -> None:
+    def __init__(
+        self, limit: str, *, bound: int, consumed: int, requested: int, scope: str
+    ) -> None:
         self.limit = limit
         self.bound = bound
         self.consumed = consumed
         self.requested = requested
-        self.scope = "invocation"
+        self.scope = scope
         super().__init__(
-            f"Agent invocation {limit}={bound} exceeded "
-            f"(consumed={consumed}, requested={requested}, scope={self.scope})",
+            f"Agent {limit}={bound} exceeded "
+            f"(consumed={consumed}, requested={requested}, scope={scope})",
             code="TUBELESS_AGENT_LIMIT_REACHED",
         )
 

@@ -108,6 +108,7 @@ def test_the_plan_carries_the_agent_block_of_the_definition() -> None:
         "maxTurns": 3,
         "maxCalls": 100,
         "maxDecisions": 3,
+        "maxDepth": 4,
         "maxConcurrency": 2,
     }
     assert block["resultSchemaFingerprint"] == fingerprint({"type": "string"})

@@ -71,19 +71,21 @@ def _agent(decisions: list[Any], counting: Counting, limits: Any) -> tuple[Any, 
 
 
 def test_defaults() -> None:
-    """20 turns, 100 calls, 100 decisions and one handler at a time."""
+    """20 turns, 100 calls, 100 decisions, depth 4 and one job at a time."""
     limits = AgentLimits()
 
-    assert (limits.max_turns, limits.max_calls, limits.max_decisions, limits.max_concurrency) == (
-        20,
-        100,
-        100,
-        1,
-    )
+    assert (
+        limits.max_turns,
+        limits.max_calls,
+        limits.max_decisions,
+        limits.max_depth,
+        limits.max_concurrency,
+    ) == (20, 100, 100, 4, 1)
     assert limits.to_dict() == {
         "maxTurns": 20,
         "maxCalls": 100,
         "maxDecisions": 100,
+        "maxDepth": 4,
         "maxConcurrency": 1,
     }
     assert resolve_limits(None) == limits
@@ -113,16 +115,17 @@ def test_plans_show_the_resolved_limits_in_camel_case() -> None:
         "maxTurns": 20,
         "maxCalls": 0,
         "maxDecisions": 100,
+        "maxDepth": 4,
         "maxConcurrency": 3,
     }
 
 
 def test_an_unknown_key_is_rejected() -> None:
-    """Only the four limit names are accepted."""
+    """Only the five limit names are accepted."""
     with pytest.raises(AgentDefinitionError) as raised:
-        _agent([FINISH], Counting(), {"max_turns": 2, "max_depth": 1})
+        _agent([FINISH], Counting(), {"max_turns": 2, "max_width": 1})
 
-    assert str(raised.value) == "Unsupported agent limit: max_depth"
+    assert str(raised.value) == "Unsupported agent limit: max_width"
     assert raised.value.code == "TUBELESS_AGENT_INVALID_DEFINITION"
     with pytest.raises(AgentDefinitionError, match="Unsupported agent limit: maxTurns"):
         resolve_limits({"maxTurns": 2})
@@ -187,7 +190,7 @@ def test_max_decisions_is_checked_at_the_next_decision() -> None:
     assert [turn for turn, _ in decide.seen] == [1]
     error = _limit_error(run)
     assert str(error) == (
-        "Agent invocation max_decisions=1 exceeded (consumed=1, requested=1, scope=invocation)"
+        f"Agent max_decisions=1 exceeded (consumed=1, requested=1, scope={run.run_id})"
     )
     assert (error.code, error.limit, error.bound, error.consumed, error.requested, error.scope) == (
         LIMIT,
@@ -195,7 +198,7 @@ def test_max_decisions_is_checked_at_the_next_decision() -> None:
         1,
         1,
         1,
-        "invocation",
+        run.run_id,
     )
     assert LIMIT in json.dumps([e.to_dict() for e in run.errors])
 
@@ -212,7 +215,7 @@ def test_continuing_on_the_last_turn_fails_before_tools_run() -> None:
     assert [turn for turn, _ in decide.seen] == [1, 2]
     error = _limit_error(run)
     assert str(error) == (
-        "Agent invocation max_turns=2 exceeded (consumed=2, requested=1, scope=invocation)"
+        f"Agent max_turns=2 exceeded (consumed=2, requested=1, scope={run.run_id})"
     )
     assert (error.limit, error.bound, error.consumed, error.requested) == ("max_turns", 2, 2, 1)
     assert "TUBELESS_ITERATION_LIMIT_REACHED" not in json.dumps([e.to_dict() for e in run.errors])
@@ -252,7 +255,7 @@ def test_a_batch_over_the_remaining_budget_fails_before_any_handler() -> None:
     assert [turn for turn, _ in decide.seen] == [1, 2]
     error = _limit_error(run)
     assert str(error) == (
-        "Agent invocation max_calls=3 exceeded (consumed=2, requested=2, scope=invocation)"
+        f"Agent max_calls=3 exceeded (consumed=2, requested=2, scope={run.run_id})"
     )
     assert (error.limit, error.bound, error.consumed, error.requested) == ("max_calls", 3, 2, 2)
 
@@ -286,9 +289,10 @@ def test_zero_max_calls_allows_finishing_only() -> None:
     continuing, _ = _agent([_batch(1)], counting, {"max_calls": 0})
 
     assert finishing.run({}).value == "done"
-    error = _limit_error(continuing.run({}))
+    run = continuing.run({})
+    error = _limit_error(run)
     assert str(error) == (
-        "Agent invocation max_calls=0 exceeded (consumed=0, requested=1, scope=invocation)"
+        f"Agent max_calls=0 exceeded (consumed=0, requested=1, scope={run.run_id})"
     )
     assert counting.calls == []
 

@@ -241,7 +241,7 @@ def test_tools_not_made_by_define_tool_are_rejected() -> None:
     for impostor in (object(), {"run": _run}, _run, bare):
         with pytest.raises(AgentDefinitionError, match="define_tool") as raised:
             _agent({"fake": impostor})
-        assert str(raised.value) == "Tool fake must come from define_tool"
+        assert str(raised.value) == "Tool fake must come from define_tool or pipeline_tool"
 
 
 @pytest.mark.parametrize(

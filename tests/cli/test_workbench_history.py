@@ -158,3 +158,48 @@ def test_history_reads_a_trace_with_a_torn_last_line_and_warns(cli: Any) -> None
         f"warning: {path} ends with a torn line {count + 1} (no newline), skipped; "
         f"read {count} records\n"
     )
+
+
+def _record_delegation(cli: Any) -> str:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for name in ("agent_delegation.py", "agent_tools.py"):
+        cli.write(name, (examples / name).read_text("utf-8"))
+    store = ".tubeless/runs.sqlite"
+    result = cli("run", "--store", store, "agent_delegation.py", "--", "--topic", "unknown")
+    assert result.code == 0, result.stderr
+    runs = json.loads(cli("history", "--json").stdout)["runs"]
+    return next(run["runId"] for run in runs if run["pipelineId"] == "planner")
+
+
+def test_history_of_an_agent_run_shows_its_agent_tree(cli: Any) -> None:
+    """The planner's detail ends with its tree: turns, calls, the subagent under its call."""
+    run_id = _record_delegation(cli)
+
+    text = cli("history", run_id).stdout
+
+    assert text.startswith(f"Run {run_id}\nPipeline planner\nStatus completed\n")
+    tree = text.split("\nAgent tree:\n", 1)[1]
+    lines = [re.sub(r"  \d+ms$", "", line) for line in tree.splitlines()]
+    assert lines[0] == f"agent planner  {run_id}  finished"
+    assert lines[1:3] == ["  turn 1  completed", "    call research-1  research  completed"]
+    assert re.fullmatch(r"      agent researcher  researcher:[0-9a-f-]{36}  finished", lines[3])
+    assert "          call lookup  lookup  failed  NOT_FOUND" in lines
+    assert "    call summary-1  summarize  completed" in lines
+
+
+def test_history_json_of_an_agent_run_has_agent_history(cli: Any) -> None:
+    """`--json RUN_ID` adds `agentHistory.agents[]` with `childAgentRunIds` and `parentCall`."""
+    run_id = _record_delegation(cli)
+
+    detail = json.loads(cli("history", "--json", run_id).stdout)
+
+    planner, researcher = detail["agentHistory"]["agents"]
+    call = planner["turns"][0]["calls"][0]
+    assert call["childAgentRunIds"] == [researcher["runId"]]
+    assert researcher["parentCall"] == {
+        "agentRunId": run_id,
+        "turnRunId": planner["turns"][0]["runId"],
+        "callId": "research-1",
+        "tool": "research",
+    }
+    assert detail["steps"][0]["id"] == "agent"

@@ -75,6 +75,12 @@ def openai_example() -> ModuleType:
 
 
 @pytest.fixture(scope="session")
+def delegation_example() -> ModuleType:
+    """The delegation example module (planner, researcher subagent, summarizer)."""
+    return load_example("agent_delegation")
+
+
+@pytest.fixture(scope="session")
 def http_example() -> ModuleType:
     """The interruptible HTTP POST module of the OpenAI example."""
     return load_example("interruptible_http")

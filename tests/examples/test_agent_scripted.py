@@ -114,6 +114,7 @@ def test_plan_carries_limits_and_capabilities(scripted_example: ModuleType) -> N
         "maxTurns": 3,
         "maxCalls": 100,
         "maxDecisions": 3,
+        "maxDepth": 4,
         "maxConcurrency": 2,
     }
     assert [tool["name"] for tool in agent_block["capabilities"]] == ["count", "uppercase"]

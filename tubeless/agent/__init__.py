@@ -13,6 +13,7 @@ from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
 from tubeless.agent._function_tools import tool_from_function
 from tubeless.agent._limits import AgentLimits
+from tubeless.agent._pipeline_tool import pipeline_tool
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
 from tubeless.errors import ToolError
@@ -35,6 +36,7 @@ __all__ = [
     "define_tool",
     "own_state",
     "parse_decision",
+    "pipeline_tool",
     "tool_from_function",
 ]
 

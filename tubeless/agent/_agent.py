@@ -9,8 +9,11 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
+from tubeless.agent._budget import Budget
 from tubeless.agent._calls import CallsStep
+from tubeless.agent._delegate import AGENT_DEFINITIONS, PipelineToolSpec, delegation_of
 from tubeless.agent._limits import AgentLimits, resolve_limits
+from tubeless.agent._pipeline_tool import pipeline_tool_pipeline
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import (
     TOOL_NAME,
@@ -37,7 +40,7 @@ from tubeless.pipeline import (
     define_pipeline,
     fingerprint,
 )
-from tubeless.pipeline.lowlevel import IterationRunner, raise_if_cancelled
+from tubeless.pipeline.lowlevel import IterationRunner, observed, raise_if_cancelled
 
 TOOL_LIMIT = 4096
 
@@ -67,7 +70,9 @@ def _registered_tools(agent_id: str, tools: object) -> dict[str, Any]:
         try:
             specs[name] = tool_spec(tools[name])
         except KeyError:
-            raise AgentDefinitionError(f"Tool {name} must come from define_tool") from None
+            raise AgentDefinitionError(
+                f"Tool {name} must come from define_tool or pipeline_tool"
+            ) from None
     return specs
 
 
@@ -91,21 +96,35 @@ def _capability(name: str, spec: Any) -> FrozenDict:
     )
 
 
+def _capability_entry(name: str, spec: Any, pipe: Pipeline) -> FrozenDict:
+    """One entry of the capability tree; a pipeline tool carries its child's identity."""
+    entry: dict[str, Any] = {
+        "name": name,
+        "description": spec.description,
+        "inputSchemaFingerprint": fingerprint(spec.input_json_schema),
+    }
+    if not isinstance(spec, PipelineToolSpec):
+        entry["identity"] = FrozenDict(pipe.definition.identity.to_dict())
+        return FrozenDict(entry)
+    child = spec.pipeline
+    entry["identity"] = FrozenDict(child.definition.identity.to_dict())
+    entry["pipeline"] = FrozenDict(id=child.id, subagent=spec.subagent)
+    if spec.subagent:
+        # The child agent's own block: its limits and its own capability tree.
+        block = child.execution_order[0].annotation
+        assert block is not None
+        entry["limits"] = block.data["limits"]
+        entry["capabilities"] = block.data["capabilities"]
+    return FrozenDict(entry)
+
+
 def _annotation(
     limits: AgentLimits,
     result_descriptor: FrozenDict,
     specs: dict[str, Any],
     pipes: dict[str, Pipeline],
 ) -> StepAnnotation:
-    capabilities = tuple(
-        FrozenDict(
-            name=name,
-            description=spec.description,
-            inputSchemaFingerprint=fingerprint(spec.input_json_schema),
-            identity=FrozenDict(pipes[name].definition.identity.to_dict()),
-        )
-        for name, spec in specs.items()
-    )
+    capabilities = tuple(_capability_entry(name, spec, pipes[name]) for name, spec in specs.items())
     data = FrozenDict(
         limits=FrozenDict(limits.to_dict()),
         resultSchemaFingerprint=fingerprint(result_descriptor),
@@ -131,7 +150,15 @@ class AgentStep:
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         raise_if_cancelled(context.signal)
-        invocation = Invocation(context.run_id, context.options)
+        delegation = delegation_of(context)
+        limits = self._runtime.limits
+        if delegation is None:
+            budget = Budget(limits, context.run_id)
+        else:
+            budget = Budget(limits, context.run_id, delegation.budget)
+            if delegation.attributes is not None and observed(context):
+                context.report_attempt(1, delegation.attributes)
+        invocation = Invocation(context.run_id, context.options, budget)
         try:
             runner = IterationRunner(
                 step_id="agent",
@@ -177,12 +204,13 @@ def define_agent(
         result_schema: validates (and may transform) the raw finish result, once.
         initial_state: `initial_state(validated_options)` -> plain data (copied, frozen).
         decide: `decide(state, context)` -> an untrusted decision, checked every time.
-        tools: tool name -> tool made by `define_tool`.
+        tools: tool name -> tool made by `define_tool` or `pipeline_tool` (a subagent or
+            an ordinary pipeline run as a child of the call).
         reduce: `reduce(state, outcomes)` -> next plain state; without it state is kept.
         dry_run: preview decision source used instead of `decide` in dry runs; without
             it a dry run skips the agent.
         limits: `AgentLimits` or a dict with `max_turns`, `max_calls`, `max_decisions`,
-            `max_concurrency`.
+            `max_depth`, `max_concurrency`.
         name: display name of the pipeline.
         description: description of the pipeline.
         implementation_version: bump it when prompts, validators, reducers or handlers
@@ -202,7 +230,12 @@ def define_agent(
     result = _schema(result_schema, "Agent result")
     result_descriptor = input_descriptor(result, result_json_schema, "Agent result")
     specs = _registered_tools(id, tools)
-    pipes = {name: tool_pipeline(id, name, spec) for name, spec in specs.items()}
+    pipes = {
+        name: pipeline_tool_pipeline(id, name, spec)
+        if isinstance(spec, PipelineToolSpec)
+        else tool_pipeline(id, name, spec)
+        for name, spec in specs.items()
+    }
     runtime = AgentRuntime(
         agent_id=id,
         limits=resolved,
@@ -231,7 +264,7 @@ def define_agent(
         run=AgentStep(runtime, turn),
         annotation=_annotation(resolved, result_descriptor, specs, pipes),
     )
-    return define_pipeline(
+    agent = define_pipeline(
         id=id,
         steps=[step],
         targets=[step],
@@ -240,3 +273,5 @@ def define_agent(
         description=description,
         implementation_version=implementation_version,
     )
+    AGENT_DEFINITIONS.add(agent.definition.identity.definition_id)
+    return agent

@@ -7,9 +7,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._turn import AgentRuntime, PreparedBatch, PreparedCall, turn_options
+from tubeless.agent._delegate import (
+    Delegation,
+    PipelineToolSpec,
+    delegating,
+    failure_outcome,
+    tool_errors,
+)
+from tubeless.agent._turn import (
+    AgentRuntime,
+    Invocation,
+    PreparedBatch,
+    PreparedCall,
+    turn_options,
+)
 from tubeless.errors import RunCancelledError, ToolError
-from tubeless.pipeline import PipelineRun, RunControls, StepContext
+from tubeless.pipeline import Pipeline, PipelineRun, RunControls, StepContext
 from tubeless.pipeline.lowlevel import (
     DETAIL_GROUP_LIMIT,
     cancellation_message,
@@ -23,14 +36,14 @@ from tubeless.pipeline.lowlevel import (
 )
 
 
-def _handler_tool_error(result: PipelineRun) -> ToolError | None:
+def _handler_tool_error(result: PipelineRun) -> list[ToolError] | None:
     """The handler's `ToolError`, when that alone failed the tool run."""
     if result.status != "failed" or len(result.errors) != 1:
         return None
     error, exception = result.errors[0], result.first_exception()
     if error.step_id != "tool" or error.code != "TUBELESS_STEP_FAILED":
         return None
-    return exception if isinstance(exception, ToolError) else None
+    return [exception] if isinstance(exception, ToolError) else None
 
 
 class _CallsProgress:
@@ -77,6 +90,7 @@ class _Batch:
         self._calls = batch.calls
         self._context = context
         execution, invocation = turn_options(context.options)
+        self._invocation: Invocation = invocation
         watched = observed(context)
         self._attributes = (
             {
@@ -115,31 +129,51 @@ class _Batch:
             label = None if outcome["ok"] else outcome["error"]["message"]
             progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
 
-    def _dispatch(self, call: PreparedCall) -> FrozenDict:
-        attributes = self._attributes
-        if attributes is not None:
-            attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
-        options = {"input": call.input, "attributes": attributes}
-        pipeline = self._runtime.tool_pipelines[call.tool]
-        result = run_child_pipeline(
+    def _run(
+        self, pipeline: Pipeline, options: Any, call: PreparedCall, options_checked: bool = False
+    ) -> PipelineRun:
+        return run_child_pipeline(
             self._context,
             pipeline,
             options,
             controls=self._controls,
             plan=call.plan,
             item_key=call.id,
+            options_checked=options_checked,
         )
+
+    def _dispatch(self, call: PreparedCall) -> FrozenDict:
+        attributes = self._attributes
+        if attributes is not None:
+            attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
+        pipeline = self._runtime.tool_pipelines[call.tool]
+        spec = self._runtime.tools[call.tool]
+        budget = self._invocation.budget
+        signal = self._context.signal
+        if not isinstance(spec, PipelineToolSpec):
+            options = {"input": call.input, "attributes": attributes}
+            with budget.permit(signal):
+                result = self._run(pipeline, options, call)
+            errors = _handler_tool_error(result)
+        elif spec.subagent:
+            # The subagent's own jobs take permits; waiting for it holds none.
+            with delegating(self._context.run_id, call.id, Delegation(budget, attributes)):
+                result = self._run(pipeline, call.input, call, options_checked=True)
+            errors = tool_errors(result)
+        else:
+            # An ordinary pipeline runs handlers only: one job for its whole run.
+            options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
+            with budget.permit(signal):
+                result = self._run(pipeline, options, call)
+            errors = tool_errors(result)
         if result.status == "completed" and result.finalized:
             return FrozenDict(id=call.id, tool=call.tool, ok=True, value=result.value)
-        tool_error = _handler_tool_error(result)
-        if tool_error is None:
+        if not errors:
             raise child_failure(pipeline, call.plan, result)
-        signal = self._context.signal
         if signal.is_set():
             # Cancellation wins over an expected failure: there is no observation to reduce.
-            raise RunCancelledError(cancellation_message(signal)) from tool_error
-        error = FrozenDict(code=tool_error.code, message=tool_error.message)
-        return FrozenDict(id=call.id, tool=call.tool, ok=False, error=error)
+            raise RunCancelledError(cancellation_message(signal)) from errors[0]
+        return FrozenDict(id=call.id, tool=call.tool, ok=False, error=failure_outcome(errors))
 
 
 class CallsStep:

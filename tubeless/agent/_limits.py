@@ -1,4 +1,4 @@
-"""Agent limits: bounds on turns, calls, decisions and concurrency for one invocation."""
+"""Agent limits: bounds on turns, calls, decisions, delegation depth and concurrency."""
 
 from __future__ import annotations
 
@@ -14,23 +14,31 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class AgentLimits:
-    """Hard limits of one agent invocation."""
+    """Hard limits of one agent invocation and of the subagents it delegates to.
+
+    `max_calls`, `max_decisions`, `max_depth` and `max_concurrency` bound the whole subtree
+    below the invocation: a subagent's own limits can only tighten them. `max_turns` is
+    local to each agent.
+    """
 
     max_turns: int = 20
-    """Decision callbacks including the finishing one; also the bound on turn runs."""
+    """Decision callbacks including the finishing one; also the bound on turn runs (local)."""
     max_calls: int = 100
-    """Tool calls admitted in all (whole batches, charged at admission; zero allowed)."""
+    """Tool calls admitted in this invocation and every subagent below it (zero allowed)."""
     max_decisions: int = 100
-    """Decision-callback admissions."""
+    """Decision-callback admissions in this invocation and every subagent below it."""
+    max_depth: int = 4
+    """Levels of subagents below this invocation; 0 rejects every pipeline tool call."""
     max_concurrency: int = 1
-    """Tool handlers running at once; decisions and batches never overlap."""
+    """Jobs (decisions and tool handlers) running at once in this invocation's subtree."""
 
     def to_dict(self) -> dict[str, int]:
-        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxConcurrency}`."""
+        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`."""
         return {
             "maxTurns": self.max_turns,
             "maxCalls": self.max_calls,
             "maxDecisions": self.max_decisions,
+            "maxDepth": self.max_depth,
             "maxConcurrency": self.max_concurrency,
         }
 
@@ -39,7 +47,7 @@ _FIELDS = tuple(field.name for field in dataclasses.fields(AgentLimits))
 
 
 def _check(name: str, value: object) -> int:
-    minimum = 0 if name == "max_calls" else 1
+    minimum = 0 if name in ("max_calls", "max_depth") else 1
     safe = (
         isinstance(value, int)
         and not isinstance(value, bool)

@@ -6,7 +6,7 @@ import dataclasses
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tubeless._frozen import FrozenDict
 from tubeless._types import SchemaLike, ToolDryRun, ToolHandler
@@ -15,6 +15,9 @@ from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
 from tubeless.pipeline import Pipeline, StepContext, create_steps, define_pipeline
 from tubeless.schema import Schema, as_schema
+
+if TYPE_CHECKING:
+    from tubeless.agent._delegate import PipelineToolSpec
 
 DESCRIPTION_LIMIT = 4096
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
@@ -34,7 +37,7 @@ class _ToolSpec:
 
 @typing.final
 class AgentTool:
-    """A frozen tool made by `define_tool`, the only way to make one.
+    """A frozen tool made by `define_tool` or `pipeline_tool`, the only ways to make one.
 
     Attributes:
         description: what the tool does (shown to models).
@@ -42,7 +45,7 @@ class AgentTool:
     """
 
     __slots__ = ("_spec",)
-    _spec: _ToolSpec
+    _spec: _ToolSpec | PipelineToolSpec
 
     def __new__(cls, *args: object, **kwargs: object) -> AgentTool:
         raise AgentDefinitionError("AgentTool has no public constructor: use define_tool(...)")
@@ -80,20 +83,21 @@ class AgentTool:
         return f"AgentTool({self.description[:40]!r})"
 
 
-def _make_tool(spec: _ToolSpec) -> AgentTool:
+def new_tool(spec: _ToolSpec | PipelineToolSpec) -> AgentTool:
+    """A fresh tool for `spec` (for `define_tool` and `pipeline_tool`)."""
     tool = object.__new__(AgentTool)
     object.__setattr__(tool, "_spec", spec)
     return tool
 
 
-def tool_spec(tool: object) -> _ToolSpec:
-    """The private definition behind a tool made by `define_tool`.
+def tool_spec(tool: object) -> _ToolSpec | PipelineToolSpec:
+    """The private definition behind a tool made by `define_tool` or `pipeline_tool`.
 
     Raises:
         KeyError: when `tool` was not made by `define_tool`.
     """
     spec = getattr(tool, "_spec", None) if isinstance(tool, AgentTool) else None
-    if not isinstance(spec, _ToolSpec):
+    if spec is None:
         raise KeyError(tool)
     return spec
 
@@ -131,7 +135,7 @@ def input_descriptor(schema: Schema, explicit: object, label: str) -> FrozenDict
     return own_descriptor(converted, label)
 
 
-def _check_description(description: object) -> str:
+def check_description(description: object) -> str:
     if not isinstance(description, str) or not description.strip():
         raise AgentDefinitionError("Tool description must be a non-blank string")
     if len(description) > DESCRIPTION_LIMIT:
@@ -165,7 +169,7 @@ def define_tool(
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
             description, output schema, handler and dry-run policy, input descriptor.
     """
-    text = _check_description(description)
+    text = check_description(description)
     output = _schema(output_schema, "Tool output")
     if not callable(run) or not (dry_run is None or dry_run == "skip" or callable(dry_run)):
         raise AgentDefinitionError(
@@ -174,15 +178,16 @@ def define_tool(
         )
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
-    spec = _ToolSpec(
-        description=text,
-        input_schema=source,
-        output_schema=output,
-        input_json_schema=descriptor,
-        run=run,
-        preview=dry_run if callable(dry_run) else None,
+    return new_tool(
+        _ToolSpec(
+            description=text,
+            input_schema=source,
+            output_schema=output,
+            input_json_schema=descriptor,
+            run=run,
+            preview=dry_run if callable(dry_run) else None,
+        )
     )
-    return _make_tool(spec)
 
 
 def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepContext], Any]:

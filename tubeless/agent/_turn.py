@@ -11,7 +11,9 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
-from tubeless.agent._decisions import ContinueDecision, parse_decision
+from tubeless.agent._budget import Budget
+from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
+from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
@@ -30,7 +32,7 @@ class AgentRuntime:
 
     agent_id: str
     limits: AgentLimits
-    tools: Mapping[str, _ToolSpec]
+    tools: Mapping[str, _ToolSpec | PipelineToolSpec]
     tool_pipelines: Mapping[str, Pipeline]
     capabilities: tuple[FrozenDict, ...]
     result_schema: Schema
@@ -52,13 +54,14 @@ class Execution:
 
 
 class Invocation:
-    """Resources of one agent invocation: the tool pool, reused by every batch."""
+    """Resources of one agent invocation: its budget and the tool pool of every batch."""
 
-    __slots__ = ("_lock", "_pool", "agent_run_id", "options")
+    __slots__ = ("_lock", "_pool", "agent_run_id", "budget", "options")
 
-    def __init__(self, agent_run_id: str, options: Any) -> None:
+    def __init__(self, agent_run_id: str, options: Any, budget: Budget) -> None:
         self.agent_run_id = agent_run_id
         self.options = options
+        self.budget = budget
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -86,7 +89,11 @@ class PreparedCall:
     id: str
     tool: str
     input: Any
+    """The validated input; for a pipeline tool, the child's validated options."""
     plan: PipelinePlan
+    """The plan of the pipeline the call runs."""
+    child_plan: PipelinePlan | None = None
+    """For an ordinary pipeline tool, the plan of the child below `<id>/tool/<name>`."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -119,13 +126,7 @@ class DecideStep:
         execution, invocation = turn_options(context.options)
         signal = context.signal
         raise_if_cancelled(signal)
-        if execution.turn > runtime.limits.max_decisions:
-            raise AgentLimitError(
-                "max_decisions",
-                bound=runtime.limits.max_decisions,
-                consumed=execution.turn - 1,
-                requested=1,
-            )
+        invocation.budget.admit_decision()
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
         view = DecisionContext(
             context,
@@ -135,7 +136,10 @@ class DecideStep:
             capabilities=runtime.capabilities,
             result_json_schema=runtime.result_json_schema,
         )
-        decision = parse_decision(callback(execution.state, view))
+        with invocation.budget.permit(signal):
+            raise_if_cancelled(signal)
+            raw = callback(execution.state, view)
+        decision = parse_decision(raw)
         raise_if_cancelled(signal)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
         if observed(context):
@@ -157,22 +161,23 @@ class DecideStep:
             )
             raise_if_cancelled(signal)
             return PreparedFinish(result)
-        self._admit(execution, len(batch))
-        return PreparedBatch(self._prepare(decision, context))
+        self._admit(execution, invocation, len(batch))
+        return PreparedBatch(self._prepare(decision, context, invocation.budget))
 
-    def _admit(self, execution: Execution, size: int) -> None:
+    def _admit(self, execution: Execution, invocation: Invocation, size: int) -> None:
         limits = self._runtime.limits
         if execution.turn >= limits.max_turns:
             raise AgentLimitError(
-                "max_turns", bound=limits.max_turns, consumed=execution.turn, requested=1
+                "max_turns",
+                bound=limits.max_turns,
+                consumed=execution.turn,
+                requested=1,
+                scope=invocation.agent_run_id,
             )
-        if size > limits.max_calls - execution.calls:
-            raise AgentLimitError(
-                "max_calls", bound=limits.max_calls, consumed=execution.calls, requested=size
-            )
+        invocation.budget.admit_calls(size)
 
     def _prepare(
-        self, decision: ContinueDecision, context: StepContext
+        self, decision: ContinueDecision, context: StepContext, budget: Budget
     ) -> tuple[PreparedCall, ...]:
         runtime = self._runtime
         for call in decision.calls:
@@ -182,10 +187,15 @@ class DecideStep:
                     code="TUBELESS_AGENT_INVALID_DECISION",
                 )
             _require_plain(call.input, f"Agent call {quote(call.id)} input")
+        if any(isinstance(runtime.tools[call.tool], PipelineToolSpec) for call in decision.calls):
+            budget.check_delegation()
         prepared = []
         for call in decision.calls:
             raise_if_cancelled(context.signal)
             spec = runtime.tools[call.tool]
+            if isinstance(spec, PipelineToolSpec):
+                prepared.append(self._prepare_delegation(call, spec, context))
+                continue
             value = validate_boundary(
                 spec.input_schema, call.input, f"Agent tool {call.tool} input"
             )
@@ -198,6 +208,20 @@ class DecideStep:
                 )
             prepared.append(PreparedCall(call.id, call.tool, value, plan))
         return tuple(prepared)
+
+    def _prepare_delegation(
+        self, call: AgentCall, spec: PipelineToolSpec, context: StepContext
+    ) -> PreparedCall:
+        options = prepare_child_options(spec, call.tool, call.input)
+        raise_if_cancelled(context.signal)
+        controls = _DRY if context.dry_run else _WET
+        child_plan = spec.pipeline.plan(controls)
+        check_child_plan(call.tool, child_plan)
+        if spec.subagent:
+            return PreparedCall(call.id, call.tool, options, child_plan)
+        plan = self._runtime.tool_pipelines[call.tool].plan(controls)
+        check_child_plan(call.tool, plan)
+        return PreparedCall(call.id, call.tool, options, plan, child_plan)
 
 
 def _require_plain(value: Any, label: str) -> None:

@@ -47,6 +47,14 @@ def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any
         return store.event_rows(run_id=arguments.run_id)
 
 
+def _all_records(arguments: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every record of the store or trace: a run's agent tree spans many runs."""
+    return [
+        record
+        for _, record in _read_events(argparse.Namespace(**{**vars(arguments), "run_id": None}))
+    ]
+
+
 def _summary(run: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "runId": run.run_id,
@@ -75,7 +83,13 @@ def handle_history(arguments: argparse.Namespace) -> int:
         CliLoadError: when the store or trace is missing or unreadable.
         CliUsageError: for an unknown run id.
     """
-    from tubeless.trace import format_run_detail, format_run_list, project_runs
+    from tubeless.trace import (
+        agent_history,
+        format_agent_history,
+        format_run_detail,
+        format_run_list,
+        project_runs,
+    )
 
     try:
         rows = _read_events(arguments)
@@ -101,8 +115,14 @@ def handle_history(arguments: argparse.Namespace) -> int:
     found = next((run for run in runs if run.run_id == run_id), None)
     if found is None:
         raise _unknown_run(run_id)
+    tree = agent_history(_all_records(arguments), run_id)
     if arguments.json:
-        _write(json.dumps(found.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        shown = found.to_dict()
+        if tree is not None:
+            shown["agentHistory"] = tree.to_dict()
+        _write(json.dumps(shown, indent=2, ensure_ascii=False) + "\n")
     else:
         _write(format_run_detail(found))
+        if tree is not None:
+            _write("\nAgent tree:\n" + format_agent_history(tree))
     return ExitCode.SUCCESS

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -95,14 +96,24 @@ def run_child_pipeline(
     hooks: Sequence[dict[str, Hook]] = (),
     item_key: str | None = None,
     iteration: dict[str, Any] | None = None,
+    options_checked: bool = False,
 ) -> PipelineRun:
     """Run `pipeline` as a child of the step behind `context`; return its report.
 
     The child shares the parent's signal, trace channel, logger, clock and working
-    directory; it never raises for a run failure (see `child_failure`).
+    directory; it never raises for a run failure (see `child_failure`). With
+    `options_checked`, `options` were already validated by the child's own options schema
+    (its transform runs once) and are used as they are.
     """
     link = child_link(context, hooks=hooks, item_key=item_key, iteration=iteration)
+    if options_checked:
+        link = dataclasses.replace(link, options_checked=True)
     return execute_run(pipeline, options, controls, link=link, plan=plan)
+
+
+def item_key_of(context: ExecutionContext) -> str | None:
+    """The item key of the run behind `context` (`None` for a root run)."""
+    return scope_of(context).item_key
 
 
 def run_child(

@@ -49,6 +49,8 @@ class ChildLink:
     hooks: tuple[dict[str, Hook], ...] = ()
     item_key: str | None = None
     iteration: dict[str, Any] | None = None
+    options_checked: bool = False
+    """The parent already validated the options with this pipeline's schema (use as is)."""
 
 
 _UUID_KEEP = ~((0xF << 76) | (0x3 << 62))
@@ -142,7 +144,7 @@ def execute_run(
     scope.observer = _observer(scope, hooks)
     run = _Run(pipeline, scope, controls, plan or pipeline.plan(controls))
     try:
-        return run.execute(options)
+        return run.execute(options, checked=link is not None and link.options_checked)
     finally:
         if link is None and scope.channel is not None:
             scope.channel.settle()
@@ -172,13 +174,15 @@ class _Run:
         self._errors.append(error)
         self._exceptions.append(exception)
 
-    def execute(self, options: Any) -> PipelineRun:
+    def execute(self, options: Any, *, checked: bool = False) -> PipelineRun:
         self._emit_started()
         if not self._plan.ok:
             for error in self._plan.errors:
                 self._fail(error)
             return self._complete(None)
-        if not self._validate_options(options):
+        if checked:
+            self._scope.options = options
+        elif not self._validate_options(options):
             return self._complete(None)
         if self._scope.observer is not None:
             self._emit_planned(self._scope.observer)

@@ -206,7 +206,10 @@ class _FanOutBatch:
         else:
             message = f"Mapped child pipeline {pipeline_id} failed: {self._scheduler_error}"
         error = ChildPipelineError(
-            message, cancelled=cancelled, fan_out=self._diagnostics(failures)
+            message,
+            cancelled=cancelled,
+            fan_out=self._diagnostics(failures),
+            item_errors=tuple(e for _, e in failures),
         )
         error.__cause__ = primary
         return error

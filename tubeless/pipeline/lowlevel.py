@@ -11,7 +11,10 @@ What it promises, for as long as a name is listed here:
 - Child runs. `run_child_pipeline(context, pipeline, options, controls=...)` runs a
   pipeline as a child of the step behind `context`: same signal, trace channel, hooks
   of the run tree, logger, clock and working directory; `parentRunId` and `itemKey`
-  set; it returns the child's `PipelineRun` and never raises for a run failure.
+  set; it returns the child's `PipelineRun` and never raises for a run failure
+  (`options_checked=True`: the options were already validated by the child's schema).
+  `item_key_of(context)` is the item key of the run behind `context`, so a child can
+  tell which call of its parent started it.
   `child_failure(pipeline, plan, run)` is the `PipelineExecutionError` a parent raises
   for a child that did not complete (its `__cause__` is the child's first exception).
   `IterationRunner` is the handler of an `iterate_pipeline` step, for steps that need
@@ -32,6 +35,7 @@ from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
 from tubeless.pipeline._child_runs import (
     IterationRunner,
     child_failure,
+    item_key_of,
     observed,
     run_child_pipeline,
 )
@@ -50,6 +54,7 @@ __all__ = [
     "cancellation_message",
     "child_failure",
     "is_cancellation",
+    "item_key_of",
     "observed",
     "raise_if_cancelled",
     "run_child_pipeline",

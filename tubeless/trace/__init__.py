@@ -4,6 +4,14 @@ import importlib as _importlib
 import typing as _typing
 
 from tubeless._public import show_public_module as _show_public_module
+from tubeless.trace._agent_history import (
+    AgentCallView,
+    AgentHistory,
+    AgentTurnView,
+    AgentView,
+    agent_history,
+    format_agent_history,
+)
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
@@ -43,6 +51,10 @@ __all__ = [
     "TRACE_RECORD_NAMES",
     "TRACE_STRING_LIMIT",
     "TRACE_VERSION",
+    "AgentCallView",
+    "AgentHistory",
+    "AgentTurnView",
+    "AgentView",
     "ComposedTraceSink",
     "NdjsonTraceSink",
     "RunFold",
@@ -54,7 +66,9 @@ __all__ = [
     "StoredStep",
     "TraceRecord",
     "TraceSink",
+    "agent_history",
     "compose_sinks",
+    "format_agent_history",
     "format_run_detail",
     "format_run_list",
     "load_trace_schema",

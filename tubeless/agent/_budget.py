@@ -1,0 +1,159 @@
+"""One budget per agent invocation, chained to its ancestors' in a tree with one permit queue.
+
+A root invocation makes an `AgentTree`; a subagent's budget hangs below the budget of the
+agent that called it. Charges (calls, decisions) are checked against every budget in the
+chain and applied to all of them under the tree's one lock, so sibling subagents on other
+threads can never overspend a shared ancestor. Jobs (a `decide` callback, a leaf handler)
+take one permit from every budget in their chain together; a call that only waits for its
+subagent holds none, so nesting works with `max_concurrency=1` at every level.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from tubeless.agent._limits import AgentLimits
+from tubeless.errors import AgentLimitError
+from tubeless.pipeline.lowlevel import raise_if_cancelled
+
+_POLL_SECONDS = 0.02
+"""How often a queued job looks at the cancellation signal (an Event has no callbacks)."""
+
+
+class _Waiter:
+    __slots__ = ("chain", "granted")
+
+    def __init__(self, chain: tuple[Budget, ...]) -> None:
+        self.chain = chain
+        self.granted = False
+
+
+class AgentTree:
+    """What every invocation under one root shares: a lock and the permit queue."""
+
+    __slots__ = ("_changed", "_queue", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._changed = threading.Condition(self.lock)
+        self._queue: collections.deque[_Waiter] = collections.deque()
+
+    def acquire(self, chain: tuple[Budget, ...], signal: threading.Event) -> None:
+        """Take a permit from every budget in `chain`, queueing in arrival order.
+
+        The first queued job whose whole chain has room goes first (a job blocked by a
+        busy budget does not hold back one whose chain is free).
+
+        Raises:
+            RunCancelledError: when the run is cancelled before the permits are granted;
+                a queued job never starts after cancellation.
+        """
+        waiter = _Waiter(chain)
+        with self._changed:
+            self._queue.append(waiter)
+            self._grant()
+            while not waiter.granted and not signal.is_set():
+                self._changed.wait(_POLL_SECONDS)
+            if not waiter.granted:
+                self._queue.remove(waiter)
+        if signal.is_set():
+            if waiter.granted:
+                self.release(chain)
+            raise_if_cancelled(signal)
+
+    def release(self, chain: tuple[Budget, ...]) -> None:
+        """Give back the permits of `chain` and hand them to queued jobs."""
+        with self._changed:
+            for budget in chain:
+                budget.active -= 1
+            self._grant()
+
+    def _grant(self) -> None:
+        granted = False
+        for waiter in list(self._queue):
+            if all(b.active < b.limits.max_concurrency for b in waiter.chain):
+                for budget in waiter.chain:
+                    budget.active += 1
+                waiter.granted = granted = True
+                self._queue.remove(waiter)
+        if granted:
+            self._changed.notify_all()
+
+
+class Budget:
+    """What one invocation has consumed, and the chain of budgets it is charged to.
+
+    Attributes:
+        limits: the invocation's own limits.
+        run_id: the run id of the invocation's `agent` run (named in limit errors).
+        level: 0 for a root invocation, one more for each delegation below it.
+        chain: every budget from the root down to this one.
+    """
+
+    __slots__ = ("active", "calls", "chain", "decisions", "level", "limits", "run_id", "tree")
+
+    def __init__(self, limits: AgentLimits, run_id: str, parent: Budget | None = None) -> None:
+        self.limits = limits
+        self.run_id = run_id
+        self.tree: AgentTree = AgentTree() if parent is None else parent.tree
+        self.level: int = 0 if parent is None else parent.level + 1
+        self.chain: tuple[Budget, ...] = (self,) if parent is None else (*parent.chain, self)
+        self.calls = 0
+        self.decisions = 0
+        self.active = 0
+
+    def admit_decision(self) -> None:
+        """Charge one decision to every budget in the chain, or to none.
+
+        Raises:
+            AgentLimitError: `max_decisions`, naming the nearest budget that refused.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                if budget.decisions + 1 > budget.limits.max_decisions:
+                    raise _limit(budget, "max_decisions", budget.decisions, 1)
+            for budget in self.chain:
+                budget.decisions += 1
+
+    def admit_calls(self, count: int) -> None:
+        """Charge a batch of `count` calls to every budget in the chain, or to none.
+
+        Raises:
+            AgentLimitError: `max_calls`, naming the nearest budget that refused.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                if count > budget.limits.max_calls - budget.calls:
+                    raise _limit(budget, "max_calls", budget.calls, count)
+            for budget in self.chain:
+                budget.calls += count
+
+    def check_delegation(self) -> None:
+        """Check that one more level of subagents fits every budget's `max_depth`.
+
+        Raises:
+            AgentLimitError: `max_depth`, naming the nearest budget that refused.
+        """
+        for budget in reversed(self.chain):
+            below = self.level - budget.level
+            if below + 1 > budget.limits.max_depth:
+                raise _limit(budget, "max_depth", below, 1)
+
+    @contextlib.contextmanager
+    def permit(self, signal: threading.Event) -> Iterator[None]:
+        """Hold a permit from every budget in the chain while the block runs one job."""
+        self.tree.acquire(self.chain, signal)
+        try:
+            yield
+        finally:
+            self.tree.release(self.chain)
+
+
+def _limit(budget: Budget, name: str, consumed: int, requested: int) -> AgentLimitError:
+    bound = getattr(budget.limits, name)
+    return AgentLimitError(
+        name, bound=bound, consumed=consumed, requested=requested, scope=budget.run_id
+    )

@@ -1,0 +1,137 @@
+"""`pipeline_tool`: register a pipeline (or an agent, making it a subagent) as a tool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from tubeless._frozen import FrozenDict
+from tubeless.agent._delegate import PipelineToolSpec, is_subagent
+from tubeless.agent._state import own_descriptor
+from tubeless.agent._tools import AgentTool, _schema, check_description, input_descriptor, new_tool
+from tubeless.errors import AgentDefinitionError, AgentError
+from tubeless.pipeline import Pipeline, RunControls, StepContext, create_steps, define_pipeline
+from tubeless.pipeline.lowlevel import child_failure, item_key_of, run_child_pipeline
+
+REPLAY_MODES = (None, "safe", "unsafe")
+
+
+def _descriptor(
+    child: Pipeline, input_schema: Any, explicit: Mapping[str, Any] | None
+) -> FrozenDict:
+    label = f"Pipeline tool {child.id} input"
+    if input_schema is not None:
+        return input_descriptor(input_schema, explicit, label)
+    if explicit is not None:
+        return input_descriptor(child.options_schema, explicit, label)  # type: ignore[arg-type]
+    converted = child.options_schema.json_schema() if child.options_schema else None
+    if converted is None:
+        raise AgentDefinitionError(
+            f"Pipeline tool {child.id} requires an input descriptor: the pipeline has no "
+            "options JSON Schema, so pass input_json_schema (or input_schema and map_options)"
+        )
+    return own_descriptor(converted, label)
+
+
+def pipeline_tool(
+    pipeline: Pipeline,
+    *,
+    description: str,
+    input_schema: object = None,
+    map_options: Callable[[Any], Any] | None = None,
+    input_json_schema: Mapping[str, Any] | None = None,
+    replay: Literal["safe", "unsafe"] | None = None,
+) -> AgentTool:
+    """Register `pipeline` as a tool; an agent registered this way is a subagent.
+
+    Without `input_schema`, the model's arguments are the child's options (validated by
+    the child's own options schema) and the tool's descriptor is the child's options
+    descriptor. With `input_schema` and `map_options`, arguments are validated, mapped
+    with `map_options(validated_arguments)` and validated again by the child's schema.
+    The call's value is the child's finalized value. A child run that fails only through
+    handler `ToolError`s is a recoverable outcome (several become `TUBELESS_TOOL_ERRORS`);
+    anything else fails the turn. A subagent shares the caller's budget: its calls and
+    decisions count against every ancestor, and the tree's depth is bounded by `max_depth`.
+
+    Args:
+        pipeline: the child pipeline (an agent made by `define_agent` is a pipeline).
+        description: what the tool does, non-blank, at most 4096 characters.
+        input_schema: validates the model's arguments (needs `map_options`).
+        map_options: `map_options(validated_arguments)` -> the child's options; must have
+            no side effects (it runs once per call, while the whole batch is prepared).
+        input_json_schema: explicit input descriptor for the model.
+        replay: `None`, `"safe"` or `"unsafe"`: whether a durable resume may rerun the
+            child. Checked now; it has no effect yet (the durable journal comes later).
+
+    Raises:
+        AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
+    """
+    if not isinstance(pipeline, Pipeline):
+        raise AgentDefinitionError(
+            f"pipeline_tool requires a Pipeline, got {type(pipeline).__name__}"
+        )
+    text = check_description(description)
+    if (input_schema is None) != (map_options is None):
+        raise AgentDefinitionError(
+            f"Pipeline tool {pipeline.id} needs input_schema and map_options together"
+        )
+    if map_options is not None and not callable(map_options):
+        raise AgentDefinitionError(f"Pipeline tool {pipeline.id} map_options must be callable")
+    if replay not in REPLAY_MODES:
+        raise AgentDefinitionError(
+            f"Pipeline tool {pipeline.id} replay must be None, 'safe' or 'unsafe', got {replay!r}"[
+                :300
+            ]
+        )
+    source = None if input_schema is None else _schema(input_schema, "Pipeline tool input")
+    spec = PipelineToolSpec(
+        description=text,
+        pipeline=pipeline,
+        input_schema=source,
+        map_options=map_options,
+        input_json_schema=_descriptor(pipeline, source, input_json_schema),
+        replay=replay,
+        subagent=is_subagent(pipeline),
+    )
+    return new_tool(spec)
+
+
+def _run_child(child: Pipeline) -> Callable[[Mapping[str, Any], StepContext], Any]:
+    def run_pipeline(inputs: Mapping[str, Any], context: StepContext) -> Any:
+        options = context.options
+        if options["attributes"] is not None:
+            context.report_attempt(1, options["attributes"])
+        plan = options["plan"]
+        result = run_child_pipeline(
+            context,
+            child,
+            options["input"],
+            controls=RunControls(dry_run=context.dry_run),
+            plan=plan,
+            item_key=item_key_of(context),
+            options_checked=True,
+        )
+        if result.status == "completed" and result.finalized:
+            return result.value
+        if result.status != "completed":
+            raise child_failure(child, plan, result)
+        raise AgentError(
+            f"Child pipeline {child.id} finished without a result (skipped in a dry run)",
+            code="TUBELESS_STEP_FAILED",
+        )
+
+    return run_pipeline
+
+
+def pipeline_tool_pipeline(agent_id: str, name: str, spec: PipelineToolSpec) -> Pipeline:
+    """The pipeline one call of a tool runs.
+
+    A subagent runs as itself (its root run is the call's run). An ordinary pipeline runs
+    below `<agent id>/tool/<name>`, whose step `tool` records the call's attributes as a
+    handler tool's does.
+    """
+    if spec.subagent:
+        return spec.pipeline
+    handler = _run_child(spec.pipeline)
+    step = create_steps().step("tool", run=handler, dry_run=handler)
+    return define_pipeline(id=f"{agent_id}/tool/{name}", steps=[step], finalize=step)
