@@ -96,7 +96,9 @@ def tool_spec(tool: object) -> _ToolSpec | PipelineToolSpec:
     Raises:
         KeyError: when `tool` was not made by `define_tool`.
     """
-    spec = getattr(tool, "_spec", None) if isinstance(tool, AgentTool) else None
+    spec: _ToolSpec | PipelineToolSpec | None = (
+        getattr(tool, "_spec", None) if isinstance(tool, AgentTool) else None
+    )
     if spec is None:
         raise KeyError(tool)
     return spec
