@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("argparse_manpage")
 
+from tubeless.cli._man import SECTIONS
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "man" / "tubeless.1"
 
@@ -65,3 +67,6 @@ def test_the_page_renders_every_command_and_option() -> None:
         assert option in flat, option
     assert "Append the run's trace records to the SQLite store at PATH." in flat
     assert "Exit codes: 0 success" in flat
+    for heading, _ in SECTIONS:
+        assert f"\n{heading}\n" in text, heading
+    assert "tubeless.pipeline_tool(pipeline, description=...) registers" in flat

@@ -15,11 +15,38 @@ from pathlib import Path
 
 from tubeless.cli._workbench_parser import get_parser
 
-__all__ = ["MAN_DATE", "main", "render_man_page"]
+__all__ = ["MAN_DATE", "SECTIONS", "main", "render_man_page"]
 
 MAN_DATE = "2025-01-01"
 """The date printed in the page header (fixed, so the page is reproducible)."""
 _WIDTH = "1000"
+
+SECTIONS: tuple[tuple[str, str], ...] = (
+    (
+        "AGENTS",
+        """\
+An agent made with define_agent runs as an ordinary pipeline, so every command above
+works on it. Its limits (max_turns, max_calls, max_decisions, max_depth, max_concurrency)
+are part of its identity and are shown by
+.B plan
+and
+.BR inspect .
+.PP
+.B Subagents.
+tubeless.pipeline_tool(pipeline, description=...) registers a pipeline, or another
+agent, as a tool. The whole tree shares one budget: each call and decision of a subagent
+is charged to every ancestor at once, a subagent's own limits only tighten its parent's,
+and max_depth (default 4; 0 allows no delegation) bounds nesting. The limit error names
+the refusing budget in scope=RUN_ID. One permit queue per root bounds the jobs running
+at once; cancelling the root (Ctrl-C) stops every descendant.
+.B plan
+shows the capability tree with each child's limits, and
+.B history RUN_ID
+shows the agent tree: turns, calls with tool, status, error code and duration, and
+each subagent under the call that started it.""",
+    ),
+)
+"""Sections after the commands: (heading, roff text), in page order."""
 
 
 @contextlib.contextmanager
@@ -49,6 +76,8 @@ def render_man_page() -> str:
                 "description": "inspect, plan, draw and run tubeless pipelines",
             },
         )
+        for heading, text in SECTIONS:
+            page.add_section(heading, "=", text)
         return str(page)
 
 
