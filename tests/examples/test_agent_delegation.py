@@ -75,3 +75,24 @@ def test_runs_from_the_cli() -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "pipelines: 2 facts, 11 words\n"
+
+
+def test_plan_explain_shows_the_capability_tree() -> None:
+    """`tubeless plan --explain` lists each tool, the subagent with its limits and tools."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tubeless", "plan", "--explain", "examples/agent_delegation.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[2:] == [
+        "      limits: max_turns=3 max_calls=6 max_decisions=100 max_depth=1 max_concurrency=2",
+        "      tool research: subagent researcher (max_turns=2 max_calls=2 max_decisions=100"
+        " max_depth=4 max_concurrency=1)",
+        "        tool lookup",
+        "      tool summarize: pipeline summarizer",
+    ]

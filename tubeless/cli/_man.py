@@ -39,7 +39,7 @@ is charged to every ancestor at once, a subagent's own limits only tighten its p
 and max_depth (default 4; 0 allows no delegation) bounds nesting. The limit error names
 the refusing budget in scope=RUN_ID. One permit queue per root bounds the jobs running
 at once; cancelling the root (Ctrl-C) stops every descendant.
-.B plan
+.B plan --explain
 shows the capability tree with each child's limits, and
 .B history RUN_ID
 shows the agent tree: turns, calls with tool, status, error code and duration, and
