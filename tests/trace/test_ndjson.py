@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -68,13 +69,32 @@ def test_a_stream_is_written_but_not_closed(make_record: MakeRecord) -> None:
     assert stream.getvalue() == _line(make_record("pipeline.log")) + "\n"
 
 
-def test_records_reach_the_file_before_flush(tmp_path: Path, make_record: MakeRecord) -> None:
-    """A reader sees each record as soon as `export` returns."""
+def test_records_reach_the_file_without_flush(tmp_path: Path, make_record: MakeRecord) -> None:
+    """A reader of a live file sees a record soon after `export`, with no flush or close.
+
+    The timed flush waits `FLUSH_INTERVAL` (50 ms); the test only proves it happens.
+    """
     path = tmp_path / "trace.ndjson"
-    sink = NdjsonTraceSink(path)
-    sink.export(make_record("pipeline.log"))
-    assert read_ndjson(path) == [make_record("pipeline.log")]
-    sink.close()
+    with NdjsonTraceSink(path) as sink:
+        sink.export(make_record("pipeline.log"))
+        deadline = time.monotonic() + 30
+        while not path.read_bytes().endswith(b"\n") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert read_ndjson(path) == [make_record("pipeline.log")]
+
+
+def test_flush_writes_held_records_and_leaves_no_thread(
+    tmp_path: Path, make_record: MakeRecord
+) -> None:
+    """`flush()` (called at every run's end) writes at once and stops the timer thread."""
+    path = tmp_path / "trace.ndjson"
+    before = threading.active_count()
+    with NdjsonTraceSink(path) as sink:
+        for _ in range(3):
+            sink.export(make_record("pipeline.log"))
+        sink.flush()
+        assert len(read_ndjson(path)) == 3
+        assert threading.active_count() == before
 
 
 def test_an_invalid_record_is_refused_and_the_sink_stays_usable(
