@@ -54,7 +54,7 @@ def test_progress_reports_become_step_running_records(sink: MemoryTraceSink) -> 
 
 
 def test_progress_details_are_bounded(sink: MemoryTraceSink) -> None:
-    """At most 128 rows and 256 KiB of details are kept, strings are cut, the count stays."""
+    """At most 128 rows and 256 KiB of details are kept, strings are cut (`…` marks it)."""
 
     def handler(inputs: Any, context: Any) -> None:
         rows = [{"id": f"row-{i}", "name": "n" * 5000, "ignored": True} for i in range(200)]
@@ -66,7 +66,7 @@ def test_progress_details_are_bounded(sink: MemoryTraceSink) -> None:
     details = progress[0]["payload"]["progress"]
 
     assert details["detailCount"] == 200
-    assert details["details"][0] == {"id": "row-0", "name": "n" * 4096}
+    assert details["details"][0] == {"id": "row-0", "name": "n" * 4095 + "…"}
     assert len(json.dumps(details["details"], separators=(",", ":"))) <= 256 * 1024
     assert len(details["details"]) == 63
     short = progress[1]["payload"]["progress"]

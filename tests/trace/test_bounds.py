@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tubeless.errors import TraceRecordError
 from tubeless.pipeline import RunControls, create_steps, define_pipeline
-from tubeless.testing import RecordingLogger
+from tubeless.testing import MemoryTraceSink, RecordingLogger
 from tubeless.trace import (
     TRACE_RECORD_NAMES,
     NdjsonTraceSink,
@@ -266,3 +266,47 @@ def test_the_sqlite_store_refuses_a_lone_surrogate_alone(tmp_path: Path) -> None
 
     assert names[0] == "pipeline.started" and names[-1] == "pipeline.completed"
     assert any("lone surrogate" in message for message in logger.messages("warning"))
+
+
+HOSTILE_ROWS = st.lists(
+    st.dictionaries(
+        st.sampled_from(["id", "name", "label", "status", "completed", "total", "depth", "x"]),
+        st.one_of(HOSTILE_VALUES, st.sampled_from(["running", "failed", "bogus", ""])),
+    ),
+    max_size=4,
+)
+
+
+@FAST
+@given(
+    completed=HOSTILE_VALUES,
+    total=st.one_of(st.none(), HOSTILE_VALUES),
+    message=st.one_of(st.none(), HOSTILE_VALUES),
+    details=st.one_of(st.none(), HOSTILE_ROWS, st.just([{"id": "r" * 4000}] * 300)),
+)
+def test_progress_records_skip_the_payload_schema_yet_always_read_back(
+    completed: Any, total: Any, message: Any, details: Any
+) -> None:
+    """Hostile progress raises `TypeError` in the handler or makes a record the reader takes.
+
+    The writer skips the payload schema for progress, so its own rules must hold.
+    """
+    refused: list[BaseException] = []
+
+    def report(inputs: Any, context: Any) -> None:
+        try:
+            context.report_progress(completed, total=total, message=message, details=details)
+        except TypeError as error:
+            refused.append(error)
+
+    sink = MemoryTraceSink()
+    logger = RecordingLogger()
+    pipeline = define_pipeline(id="progress", steps=[create_steps()("report", run=report)])
+    run = pipeline.run(None, context={"tracing": sink, "log": logger})
+
+    assert run.status == "completed"
+    assert logger.messages("warning") == []
+    progress = [r for r in sink.records if r["name"] == "step.running" and r["payload"]]
+    assert len(progress) == (0 if refused else 1)
+    for record in sink.records:
+        validate_record(copy.deepcopy(dict(record)))

@@ -316,9 +316,11 @@ class StepContext(ExecutionContext):
     def _emit_progress(self, progress: dict[str, Any]) -> None:
         observer = self._scope.observer
         if observer is not None:
+            # progress_payload enforces the schema's rules for this payload.
             observer.emit(
                 "step.running",
                 {"progress": progress},
+                payload_checked=True,
                 stepId=self._step_id,
                 attemptId=self.attempt_id,
             )
@@ -344,18 +346,21 @@ class StepContext(ExecutionContext):
 
 
 def _finite(value: object, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"progress {field} must be a finite number")
-    return value
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return value
+    except OverflowError:  # an int too large for a float
+        pass
+    raise TypeError(f"progress {field} must be a finite number")
 
 
 def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(row, Mapping) or not isinstance(row.get("id"), str):
-        raise TypeError("progress details rows must be mappings with a string id")
-    out: dict[str, Any] = {"id": row["id"][:4096]}
+    if not isinstance(row, Mapping) or not isinstance(row.get("id"), str) or not row["id"]:
+        raise TypeError("progress details rows must be mappings with a non-empty string id")
+    out: dict[str, Any] = {"id": bounded_text(row["id"], TRACE_STRING_LIMIT)}
     for key in ("name", "label"):
         if isinstance(row.get(key), str):
-            out[key] = row[key][:4096]
+            out[key] = bounded_text(row[key], TRACE_STRING_LIMIT)
     if row.get("status") is not None:
         if row["status"] not in PROGRESS_STATUSES:
             raise TypeError(
@@ -382,7 +387,11 @@ def progress_payload(
     message: str | None,
     details: Sequence[Mapping[str, Any]] | None,
 ) -> dict[str, Any]:
-    """Build the wire `progress` object, bounding details to the trace limits."""
+    """Build the wire `progress` object, bounding details to the trace limits.
+
+    It enforces every rule the trace schema has for `progress`, so the record that
+    carries it skips the payload schema (`payload_checked`).
+    """
     progress: dict[str, Any] = {"completed": _finite(completed, "completed")}
     if total is not None:
         progress["total"] = _finite(total, "total")

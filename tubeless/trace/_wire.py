@@ -223,7 +223,10 @@ def check_own_fields(
     """
     try:
         checker = _checker_for(record["name"], payload_checked, True)
-        if checker.is_valid(own) and record_problem(record) is None:
+        if (
+            checker.is_valid(own)
+            and record_problem(record, payload_checked=payload_checked) is None
+        ):
             return
     except RecursionError:
         pass

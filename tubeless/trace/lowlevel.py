@@ -10,7 +10,9 @@ What it promises, for as long as a name is listed here:
   trace schema or its extra rules reject (`payload_checked=True` skips the payload's
   schema, for payloads built to it and checked once per plan).
 - `check_own_fields(record, own, payload_checked=...)` checks the same but trusts the
-  shared fields, which `shared_fields_valid(shared)` checked once per run.
+  shared fields, which `shared_fields_valid(shared)` checked once per run; there
+  `payload_checked=True` also skips the payload's extra rules, for payloads whose builder
+  enforces them (`progress_payload`, `attempt_payload`) or that passed once per plan.
 - `json_bytes(value)` is the size the trace limits count: compact UTF-8 JSON.
 - `bounded_text(text, limit)` cuts outside text to `limit` characters and escapes lone
   surrogates; `bounded_error(error)` cuts an error's wire form to the trace limits and
