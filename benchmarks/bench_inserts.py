@@ -3,10 +3,11 @@
 The trace stream of a run is fixed by the specification (eight records per tool run,
 plus each turn's), and so is the store's table with its three indexes. This measures,
 for each K, how many records W(N, K) emits per tool call and what inserting exactly
-those rows costs SQLite with nothing else running: `executemany` in transactions of 64
-(the store's commit size) into a fresh store file, best of 3. Added to the harness's
-own cost with no sink, it gives the least `tubeless + SqliteTraceStore` could cost if
-building, checking and delivering every record were free.
+those rows costs SQLite with nothing else running: building each row's JSON and
+`executemany` in transactions of 64 (the store's commit size) into a fresh store file,
+best of 3. Added to the harness's own cost with no sink, it gives the least
+`tubeless + SqliteTraceStore` could cost if building, checking and delivering every
+record were free.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def measure_inserts(turns: int, calls: int) -> InsertShare:
     with tempfile.TemporaryDirectory() as directory:
         for attempt in range(REPEATS):
             path = Path(directory) / f"inserts-{attempt}.sqlite"
-            best = min(best, floor_seconds(records, path, COMMIT_SIZE))
+            best = min(best, floor_seconds(records, path, COMMIT_SIZE, encode_inside=True))
     total = turns * calls
     return InsertShare(calls, len(records) / total, best / total * 1e6)
 
@@ -71,7 +72,7 @@ def format_inserts(shares: list[InsertShare], figures: AgentFigures) -> list[str
         )
     title = (
         f"SQLite's share at N={turns}: records per tool call, their inserts alone "
-        f"(executemany, {COMMIT_SIZE} per commit, one thread), x floor (2)"
+        f"(JSON + executemany, {COMMIT_SIZE} per commit, one thread), x floor (2)"
     )
     columns = ["records/call", "inserts us/call", "x floor 2", "no sink + inserts"]
     return format_table(title, "", columns, rows)

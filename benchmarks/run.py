@@ -102,7 +102,8 @@ def run_agent_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     shares = [bench_inserts.measure_inserts(grid.turns[0], calls) for calls in grid.calls]
     emit(bench_inserts.format_inserts(shares, measured))
     figures["agent"]["sqliteShare"] = bench_inserts.inserts_json(shares)
-    return bench_agent.agent_verdicts(measured)
+    share = next(share for share in shares if share.calls == bench_agent.TARGET_CALLS)
+    return bench_agent.agent_verdicts(measured, share.insert_us_per_call)
 
 
 def run_memory_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
