@@ -65,3 +65,24 @@ def test_the_page_renders_every_command_and_option() -> None:
         assert option in flat, option
     assert "Append the run's trace records to the SQLite store at PATH." in flat
     assert "Exit codes: 0 success" in flat
+
+
+def test_the_page_is_dated_by_the_release_not_a_fixed_day() -> None:
+    """The header names the installed version and its CHANGELOG release date."""
+    from importlib import metadata
+
+    from tubeless.cli._man import CHANGELOG, release_date
+
+    version = metadata.version("tubeless-pipelines")
+    date = release_date(CHANGELOG.read_text(encoding="utf-8"), version)
+    header = PAGE.read_text(encoding="utf-8").splitlines()[0]
+    assert header == (
+        f'.TH TUBELESS "1" "{date.replace("-", chr(92) + "-")}" '
+        f'"tubeless\\-pipelines {version}" "tubeless manual"'
+    )
+    assert "2025" not in header
+    changelog = "## [Unreleased]\n\n## [0.2.0] - 2026-03-04\n\n## [0.1.0] - 2026-01-02\n"
+    assert release_date(changelog, "0.1.0") == "2026-01-02"
+    assert release_date(changelog, "0.2.0") == "2026-03-04"
+    assert release_date(changelog, "0.3.0.dev1") == "unreleased"
+    assert release_date(changelog, "0.3.0") == "unreleased"
