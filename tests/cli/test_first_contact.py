@@ -112,6 +112,7 @@ def test_a_tool_bug_prints_its_root_cause_once_with_path_and_place(cli: Any) -> 
         "(ZeroDivisionError): division by zero"
     ]
     assert result.stderr.count("TUBELESS_CHILD_FAILED") == 0
+    assert "(status=failed, steps=1, errors=1, failed calls=1)" in result.stderr
     assert f"  raised at {path}:{_bug_line(path)} in weather\n" in result.stderr
     assert "--traceback or TUBELESS_TRACEBACK=1 shows the traceback" in result.stderr
     assert "Traceback" not in result.stderr

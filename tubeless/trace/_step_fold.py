@@ -178,8 +178,8 @@ class StepFold:
     def failed_detail_count(self) -> int:
         """How many distinct detail rows (an agent's tool calls) have shown as failed.
 
-        A row counts once however many progress snapshots show it; a group row (a turn)
-        that holds other rows is not counted, the rows inside it are.
+        A row counts once however many progress snapshots show it; a group row (a turn, a
+        batch) is not counted when rows inside it are, even once it is shown collapsed.
         """
         return len(self._failed_details)
 
@@ -271,8 +271,14 @@ class StepFold:
         for row, row_id in zip(rows, ids, strict=True):
             if row.get("status") != "failed" or not row_id:
                 continue
-            if not any(other.startswith(f"{row_id}/") for other in ids):
-                self._failed_details.add(row_id)
+            if any(other.startswith(f"{row_id}/") for other in ids):
+                continue  # a group: the rows inside it say what failed
+            counted = self._failed_details
+            if any(seen.startswith(f"{row_id}/") for seen in counted):
+                continue  # a group shown collapsed after a row inside it was counted
+            # A row inside a group counted while collapsed replaces the group.
+            counted.difference_update([seen for seen in counted if row_id.startswith(f"{seen}/")])
+            counted.add(row_id)
 
     def freeze(self) -> StoredStep:
         """Return the folded step."""
