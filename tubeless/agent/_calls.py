@@ -126,9 +126,9 @@ class _Batch:
             return
         self.outcomes[index] = outcome
         if progress:
-            error = outcome["error"] if not outcome["ok"] else None
+            failure = outcome["error"] if not outcome["ok"] else None
             # The tool's own code first, as `history` shows it: `UNKNOWN_CITY: no city`.
-            label = None if error is None else f"{error['code']}: {error['message']}"
+            label = None if failure is None else f"{failure['code']}: {failure['message']}"
             progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
 
     def _run(
