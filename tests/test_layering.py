@@ -26,7 +26,7 @@ ALLOWED = {
     "agent": {"errors", "schema", "_frozen", "pipeline"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
     "progress": {"errors", "_frozen", "trace"},
-    "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress"},
+    "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress", "_version"},
     "__init__": {
         "errors",
         "schema",

@@ -6,13 +6,14 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("argparse_manpage")
 
-from tubeless.cli._man import SECTIONS
+from tubeless.cli._man import SECTIONS, release_date
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "man" / "tubeless.1"
@@ -22,7 +23,7 @@ def test_the_committed_man_page_matches_the_parser(tmp_path: Path) -> None:
     """Regenerating the page with `python -m tubeless.cli._man` gives the committed bytes."""
     target = tmp_path / "tubeless.1"
     subprocess.run(
-        [sys.executable, "-m", "tubeless.cli._man", str(target)],
+        [sys.executable, "-m", "tubeless.cli._man", str(target), str(ROOT / "CHANGELOG.md")],
         check=True,
         cwd=tmp_path,
         timeout=120,
@@ -70,3 +71,20 @@ def test_the_page_renders_every_command_and_option() -> None:
     for heading, _ in SECTIONS:
         assert f"\n{heading}\n" in text, heading
     assert "tubeless.pipeline_tool(pipeline, description=...) registers" in flat
+
+
+def test_the_page_is_dated_by_the_release_not_a_fixed_day() -> None:
+    """The header names the installed version and its CHANGELOG release date."""
+    version = metadata.version("tubeless-pipelines")
+    date = release_date((ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), version)
+    header = PAGE.read_text(encoding="utf-8").splitlines()[0]
+    assert header == (
+        f'.TH TUBELESS "1" "{date.replace("-", chr(92) + "-")}" '
+        f'"tubeless\\-pipelines {version}" "tubeless manual"'
+    )
+    assert "2025" not in header
+    changelog = "## [Unreleased]\n\n## [0.2.0] - 2026-03-04\n\n## [0.1.0] - 2026-01-02\n"
+    assert release_date(changelog, "0.1.0") == "2026-01-02"
+    assert release_date(changelog, "0.2.0") == "2026-03-04"
+    assert release_date(changelog, "0.3.0.dev1") == "unreleased"
+    assert release_date(changelog, "0.3.0") == "unreleased"

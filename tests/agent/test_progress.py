@@ -116,7 +116,7 @@ def test_a_failed_call_stays_visible_among_many(sink: MemoryTraceSink) -> None:
     final = _calls_progress(sink)[-1]
     failed = [row for row in final["details"] if row["id"] == "call-70"]
     assert failed == [
-        {"id": "call-70", "name": "call-70", "status": "failed", "label": "call 70 failed"}
+        {"id": "call-70", "name": "call-70", "status": "failed", "label": "NOPE: call 70 failed"}
     ]
     assert len(final["details"]) == 33
 

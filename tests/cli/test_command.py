@@ -6,6 +6,7 @@ import argparse
 import io
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,9 +284,13 @@ def test_main_returns_exit_codes(capsys: Any) -> None:
         raise RuntimeError("no answer")
 
     assert _quiet(pipeline=_pipeline(broken)).main(["--question", "q"]) == 6
-    assert capsys.readouterr().err == (
-        "Error: execution at step ask [TUBELESS_STEP_FAILED]: no answer\n"
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == (
+        "Error: execution at step ask [TUBELESS_STEP_FAILED] (RuntimeError): no answer"
     )
+    assert lines[1].startswith("  raised at ") and lines[1].endswith(" in broken")
+    assert f"{Path(__file__).name}:" in lines[1]
+    assert lines[2:] == ["  (TUBELESS_TRACEBACK=1 shows the traceback)"]
 
 
 def test_main_returns_130_after_ctrl_c(capsys: Any) -> None:

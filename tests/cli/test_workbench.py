@@ -14,7 +14,7 @@ def test_help_in_every_spelling_exits_0(flag: str, capsys: Any) -> None:
     """`--help`, `-h` and `help` print the overview on stdout and exit 0."""
     assert main([flag]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("usage: tubeless [-h] COMMAND ...")
+    assert captured.out.startswith("usage: tubeless [-h] [-V] COMMAND ...")
     for command in ("list", "inspect", "plan", "graph", "run", "history"):
         assert f"\n    {command} " in captured.out
     assert captured.err == ""

@@ -120,7 +120,9 @@ def test_a_failed_run_prints_each_run_error_and_exits_6(cli: Any) -> None:
     assert result.code == 6
     assert result.stdout == ""
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
-    assert errors == ["Error: execution at step greet [TUBELESS_STEP_FAILED]: greeting refused"]
+    assert errors == [
+        "Error: execution at step greet [TUBELESS_STEP_FAILED] (RuntimeError): greeting refused"
+    ]
     assert "Traceback" not in result.stderr
 
 
@@ -338,7 +340,8 @@ def test_project_pipelines_run_with_inferred_flags(cli: Any) -> None:
     cli.write("tubeless_project.py", PROJECT_MODULE)
     result = cli("run", "echo", "--", "--message", "hi")
     untyped = cli("run", "untyped")
-    assert (result.code, result.stdout) == (0, "")
+    # No summarize=: the finalized value is printed.
+    assert (result.code, result.stdout) == (0, "HI\n")
     assert "Pipeline echo: done in" in result.stderr
     assert untyped.code == 2
     assert untyped.stderr.startswith('Error: Cannot derive a CLI for project pipeline "untyped"')

@@ -592,3 +592,31 @@ def test_log_pane_beside_the_frame_on_a_wide_terminal(tmp_path: Path) -> None:
         "  ✓ work (12ms)",
         "MODE=interactive THREADS=1 BASELINE=1",
     ]
+
+
+@pytest.mark.slow
+def test_the_final_frame_counts_failed_calls_of_a_completed_run(tmp_path: Path) -> None:
+    """In a real terminal, a run that completed although calls failed says so at the end."""
+    calls = [
+        {"id": "iteration-1/calls/c0", "status": "failed", "label": "UNKNOWN_CITY: no city"},
+        {"id": "iteration-1/calls/c1", "status": "completed"},
+        {"id": "iteration-2/calls/c0", "status": "failed", "label": "UNKNOWN_CITY: no city"},
+    ]
+    steps = records(
+        [
+            started(1),
+            planned("agent"),
+            running("agent", {"completed": 1, "message": "turn 2", "details": calls}),
+            # The batch shown collapsed afterwards adds no failure.
+            running(
+                "agent",
+                {"completed": 2, "details": [{"id": "iteration-1/calls", "status": "failed"}]},
+            ),
+            complete("agent", 12),
+            finished("completed", 1, 0, 15),
+        ]
+    )
+    screen = Screen(24).feed(run_in_terminal(tmp_path, steps, rows=24, columns=100)).text()
+    assert screen[0] == (
+        "Pipeline demo: done in 15ms (status=completed, steps=1, errors=0, failed calls=2)"
+    )

@@ -678,7 +678,7 @@ def test_a_real_agent_prints_each_turn_and_each_failed_call_as_it_happens() -> N
 
     def slow(value: str, context: Any) -> str:
         # Still running while the sibling's failure must already be on the stream.
-        seen_early.append(stream.wait_for(f"bad-{value}: no city {value}", timeout=5))
+        seen_early.append(stream.wait_for(f"bad-{value}: UNKNOWN_CITY: no city {value}", timeout=5))
         return value
 
     def decide(state: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -716,7 +716,7 @@ def test_a_real_agent_prints_each_turn_and_each_failed_call_as_it_happens() -> N
         f"  ... agent turn {turn} (limit 6)" for turn in range(1, 5)
     ]
     assert [line for line in lines if line.startswith("  fail")] == [
-        f"  fail agent > bad-{turn}: no city {turn}" for turn in range(1, 4)
+        f"  fail agent > bad-{turn}: UNKNOWN_CITY: no city {turn}" for turn in range(1, 4)
     ]
     assert len(lines) == len(set(lines))
     assert seen_early == [True, True, True]

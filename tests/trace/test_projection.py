@@ -317,3 +317,34 @@ def test_a_late_progress_record_never_reopens_a_settled_step() -> None:
     fold.add(_record("step.running", stepId="s", payload={"progress": {"completed": 1}}))
     assert fold.steps["s"].status == "failed"
     assert fold.freeze().steps[0].progress is None
+
+
+def _running(details: list[tuple[str, str]]) -> dict[str, Any]:
+    rows = [{"id": row_id, "name": row_id, "status": status} for row_id, status in details]
+    return {
+        "name": "step.running",
+        "stepId": "agent",
+        "timestampMs": 1,
+        "payload": {"progress": {"completed": 0, "details": rows}},
+    }
+
+
+def test_a_step_fold_counts_each_failed_call_once() -> None:
+    """Failed leaf rows count once across snapshots; a collapsed failed group adds none."""
+    from tubeless.trace import StepFold
+
+    fold = StepFold("agent")
+    turn = [("iteration-1", "running"), ("iteration-1/calls", "running")]
+    fold.add(
+        _running([*turn, ("iteration-1/calls/c0", "failed"), ("iteration-1/calls/c1", "running")])
+    )
+    fold.add(
+        _running([*turn, ("iteration-1/calls/c0", "failed"), ("iteration-1/calls/c1", "failed")])
+    )
+    assert fold.failed_detail_count == 2
+    # The batch shown collapsed after its calls: still two.
+    fold.add(_running([("iteration-1", "failed"), ("iteration-1/calls", "failed")]))
+    assert fold.failed_detail_count == 2
+    # A new turn's call with the same call id is another call.
+    fold.add(_running([("iteration-2", "running"), ("iteration-2/calls/c0", "failed")]))
+    assert fold.failed_detail_count == 3

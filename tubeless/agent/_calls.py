@@ -126,7 +126,9 @@ class _Batch:
             return
         self.outcomes[index] = outcome
         if progress:
-            label = None if outcome["ok"] else outcome["error"]["message"]
+            failure = outcome["error"] if not outcome["ok"] else None
+            # The tool's own code first, as `history` shows it: `UNKNOWN_CITY: no city`.
+            label = None if failure is None else f"{failure['code']}: {failure['message']}"
             progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
 
     def _run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import threading
@@ -16,7 +17,7 @@ from tubeless.cli._command_flags import CliParameter
 from tubeless.cli._command_options import control_parameters, domain_values, run_controls
 from tubeless.cli._command_parser import CommandArguments, Configure, Validate
 from tubeless.cli._exit import ExitCode, exit_code_for
-from tubeless.cli._failure import print_failure, print_rejected
+from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._interrupt import InterruptGuard
 from tubeless.cli._schema_flags import infer_parameters, unsupported
 from tubeless.errors import CliHelpRequested, CliValidationError
@@ -114,6 +115,8 @@ def define_pipeline_command(
         hooks: hook sets called after the reporter's.
         reporter: `False` for no live progress, or options for `create_reporter`.
         summarize: `summarize(value, values)` returns lines printed on stdout after success.
+            Without it the finalized value is printed: a string as it is, `None` not at
+            all, anything else as JSON.
 
     Raises:
         ValueError: when flags cannot be inferred ("Cannot infer CLI flags for ..."), for
@@ -149,6 +152,33 @@ def define_pipeline_command(
         reporter=_reporter_options(reporter),
         summarize=summarize,
     )
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(key): _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):  # a pydantic model
+        return dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _json_ready(dataclasses.asdict(value))
+    return value
+
+
+def default_summary(value: Any) -> list[str]:
+    """What a command without `summarize=` prints after success: the finalized value.
+
+    A string is printed as it is, `None` not at all, anything else as indented JSON
+    (mappings, sequences, pydantic models and dataclasses become JSON data; other
+    objects their `str`).
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [json.dumps(_json_ready(value), indent=2, ensure_ascii=False, default=str)]
 
 
 def _text_or_none(value: object) -> str | None:
@@ -280,6 +310,9 @@ class PipelineCommand:
     def execute(self, values: Mapping[str, Any], *, context: ContextLike | None = None) -> Any:
         """Run the pipeline with parsed `values`; print the summary lines after success.
 
+        The summary is `summarize(value, values)`, or without `summarize=` the finalized
+        value itself (see `define_pipeline_command`).
+
         The run's context is `context` with the reporter's logger as `log` and the hooks
         `[context hooks, reporter hooks, configured hooks]`. The reporter is always closed.
 
@@ -306,9 +339,9 @@ class PipelineCommand:
         finally:
             if reporter is not None:
                 reporter.close()
-        if self._summ is not None:
-            for line in self._summ(value, parsed) or ():
-                print(line, file=sys.stdout, flush=True)
+        lines = self._summ(value, parsed) if self._summ is not None else default_summary(value)
+        for line in lines or ():
+            print(line, file=sys.stdout, flush=True)
         return value
 
     def run(self, argv: Sequence[str], *, context: ContextLike | None = None) -> Any:
@@ -319,8 +352,9 @@ class PipelineCommand:
         """Run as a whole program: print help or errors and return an exit code.
 
         Help exits 0, rejected arguments 4 (errors then the help on stderr), a failed run
-        6 (or 5 for planning errors, 7 when cancelled), with one `Error:` line per run
-        error. The first Ctrl-C cancels the run and the result is 130.
+        6 (or 5 for planning errors, 7 when cancelled), with one `Error:` line per root
+        cause (and, with `TUBELESS_TRACEBACK=1`, its traceback). The first Ctrl-C cancels
+        the run and the result is 130.
         """
         try:
             values = self.parse(sys.argv[1:] if argv is None else argv)
@@ -336,7 +370,7 @@ class PipelineCommand:
             try:
                 self.execute(values, context={"signal": run_signal})
             except Exception as error:
-                print_failure(error, sys.stderr)
+                print_failure(error, sys.stderr, show_traceback=want_traceback())
                 code = exit_code_for(error)
         return SIGINT_EXIT_CODE if guard.interrupted else int(code)
 

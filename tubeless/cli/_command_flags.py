@@ -142,7 +142,7 @@ class CliParameter:
         return tuple(names)
 
     def to_dict(self) -> FrozenDict:
-        """The read-only, JSON-safe descriptor of the flag (the reference's field names)."""
+        """The read-only, JSON-safe descriptor of the flag (camelCase field names)."""
         out: dict[str, Any] = {
             "key": self.key,
             "flag": self.flag,

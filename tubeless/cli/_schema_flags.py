@@ -25,7 +25,7 @@ _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def unsupported(location: str, reason: str) -> NoReturn:
-    """Raise the reference's "Cannot infer CLI flags" error for `location`."""
+    """Raise the "Cannot infer CLI flags" error for `location`."""
     raise ValueError(
         f"Cannot infer CLI flags for {location}: {reason}. Supply explicit params with "
         "configure= and, if needed, map_options= in define_pipeline_command."

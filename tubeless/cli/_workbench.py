@@ -8,9 +8,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from tubeless._version import DISTRIBUTION, package_version
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._failure import print_failure, print_rejected
+from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._workbench_export import handle_export
 from tubeless.cli._workbench_history import handle_history
 from tubeless.cli._workbench_parser import get_parser
@@ -51,6 +52,8 @@ def _dispatch(argv: Sequence[str]) -> int:
     head, rest = argv[0], list(argv[1:])
     if head in ("-h", "--help"):
         return _print_help(parser.format_help())
+    if head in ("-V", "--version"):
+        return _print_help(f"{DISTRIBUTION} {package_version()}")
     if head == "help":
         topic = commands.get(rest[0]) if rest else None
         return _print_help((topic or parser).format_help())
@@ -94,6 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.EXECUTION
-    except Exception as error:  # a bug or an unexpected environment: still no traceback
-        print_failure(error, sys.stderr)
+    except Exception as error:  # a bug or an unexpected environment: a traceback on request
+        print_failure(error, sys.stderr, show_traceback=want_traceback())
         return ExitCode.EXECUTION

@@ -55,7 +55,33 @@ def _all_records(arguments: argparse.Namespace) -> list[dict[str, Any]]:
     ]
 
 
-def _summary(run: Any) -> dict[str, Any]:
+def _newest_first(runs: list[Any], limit: int | None) -> list[Any]:
+    """Run trees newest first, each root followed by its child runs in recorded order.
+
+    A tree's place is its root run's start time (a tie: the tree recorded later first);
+    `limit` counts trees, so `--limit 1` is the last run with its turns and tool calls.
+    """
+    by_id = {run.run_id: run for run in runs}
+
+    def root_of(run: Any) -> str:
+        seen = {run.run_id}
+        while run.parent_run_id in by_id and run.parent_run_id not in seen:
+            run = by_id[run.parent_run_id]
+            seen.add(run.run_id)
+        return str(run.run_id)
+
+    trees: dict[str, list[Any]] = {}
+    for run in runs:
+        trees.setdefault(root_of(run), []).append(run)
+    # Sorting is stable: reversing first puts the tree recorded later first in a tie.
+    later_first = list(trees)[::-1]
+    roots = sorted(later_first, key=lambda key: by_id[key].started_at_ms, reverse=True)
+    if limit is not None:
+        roots = roots[:limit]
+    return [run for root in roots for run in trees[root]]
+
+
+def _summary(run: Any, failed_calls: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "runId": run.run_id,
         "pipelineId": run.pipeline_id,
@@ -64,6 +90,8 @@ def _summary(run: Any) -> dict[str, Any]:
     }
     if run.duration_ms is not None:
         out["durationMs"] = run.duration_ms
+    if failed_calls:
+        out["failedCalls"] = failed_calls
     return out
 
 
@@ -79,12 +107,17 @@ def _write(text: str) -> None:
 def handle_history(arguments: argparse.Namespace) -> int:
     """List recorded runs, show one, or print raw events; never creates or changes a store.
 
+    The list is newest first (each run followed by its child runs), cut to `--limit`
+    runs; an agent run shows how many of its tool calls failed. `--limit` does not apply
+    to `--events` or to one run's detail.
+
     Raises:
         CliLoadError: when the store or trace is missing or unreadable.
         CliUsageError: for an unknown run id.
     """
     from tubeless.trace import (
         agent_history,
+        failed_call_counts,
         format_agent_history,
         format_run_detail,
         format_run_list,
@@ -104,13 +137,13 @@ def handle_history(arguments: argparse.Namespace) -> int:
         return ExitCode.SUCCESS
     runs = project_runs([record for _, record in rows], [row_id for row_id, _ in rows])
     if run_id is None:
+        listed = _newest_first(runs, arguments.limit)
+        counts = failed_call_counts(record for _, record in rows)
         if arguments.json:
-            _write(
-                json.dumps({"runs": [_summary(run) for run in runs]}, indent=2, ensure_ascii=False)
-                + "\n"
-            )
+            summaries = [_summary(run, counts.get(run.run_id, 0)) for run in listed]
+            _write(json.dumps({"runs": summaries}, indent=2, ensure_ascii=False) + "\n")
         else:
-            _write(format_run_list(runs))
+            _write(format_run_list(listed, counts))
         return ExitCode.SUCCESS
     found = next((run for run in runs if run.run_id == run_id), None)
     if found is None:

@@ -133,8 +133,8 @@ def _add_graph(commands: argparse._SubParsersAction[StrictArgumentParser]) -> No
 def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
     parser = commands.add_parser(
         "run",
-        usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH] FILE|ID "
-        "[-- APP-ARG ...]",
+        usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH] [--traceback] "
+        "FILE|ID [-- APP-ARG ...]",
         help=COMMAND_HELP["run"],
         description=COMMAND_HELP["run"] + " Application flags belong after --; use "
         "'tubeless run FILE -- --help' for the command's own help.",
@@ -150,6 +150,12 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
         "--store",
         metavar="PATH",
         help="Append the run's trace records to the SQLite store at PATH.",
+    )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help="After a failure, also print the traceback of the exception that started it "
+        "(as does the environment variable TUBELESS_TRACEBACK=1).",
     )
     parser.add_argument(
         "app_args",
@@ -180,8 +186,25 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
         "--events", action="store_true", help="Print the raw recorded events as NDJSON."
     )
     parser.add_argument(
+        "--limit",
+        metavar="N",
+        type=_positive_int,
+        help="List only the N most recent runs, each with its child runs (the list is "
+        "newest first).",
+    )
+    parser.add_argument(
         "run_id", nargs="?", metavar="RUN_ID", help="Show this run in detail instead of the list."
     )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
 
 
 _OTEL_DESCRIPTION = (
@@ -232,6 +255,12 @@ def get_parser() -> StrictArgumentParser:
         prog=PROG,
         description="Inspect, plan, draw and run tubeless pipelines and pipeline commands.",
         epilog=_EPILOG,
+    )
+    parser.add_argument(
+        "-V",
+        "--version",
+        action="store_true",
+        help="Print the distribution name and version (tubeless-pipelines X.Y.Z) and exit.",
     )
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", title="commands", parser_class=StrictArgumentParser

@@ -12,7 +12,7 @@ from typing import Any
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._command import PipelineCommand
 from tubeless.cli._exit import ExitCode, exit_code_for
-from tubeless.cli._failure import print_failure, print_rejected
+from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._interrupt import InterruptGuard
 from tubeless.cli._workbench_destinations import destinations_conflict
 from tubeless.cli._workbench_sources import resolve_target
@@ -64,7 +64,8 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
         except Exception as error:
             print_failure(error, sys.stderr)
             return ExitCode.EXECUTION
-        code = _execute(command, app_args, sink, target.cwd)
+        show = want_traceback(bool(arguments.traceback))
+        code = _execute(command, app_args, sink, target.cwd, show_traceback=show)
         return _close(sink, code)
 
 
@@ -87,7 +88,14 @@ def _open_sink(store: Path | None, trace: Any) -> Any:
     return sinks[0] if len(sinks) == 1 else compose_sinks(*sinks)
 
 
-def _execute(command: PipelineCommand, app_args: Sequence[str], sink: Any, cwd: str | None) -> int:
+def _execute(
+    command: PipelineCommand,
+    app_args: Sequence[str],
+    sink: Any,
+    cwd: str | None,
+    *,
+    show_traceback: bool,
+) -> int:
     run_signal = threading.Event()
     context: dict[str, Any] = {"signal": run_signal}
     if sink is not None:
@@ -104,7 +112,7 @@ def _execute(command: PipelineCommand, app_args: Sequence[str], sink: Any, cwd: 
             print_rejected(rejected, sys.stderr)
             code = ExitCode.VALIDATION
         except Exception as error:
-            print_failure(error, sys.stderr)
+            print_failure(error, sys.stderr, show_traceback=show_traceback, flag=True)
             code = exit_code_for(error)
     return ExitCode.CANCELLATION if guard.interrupted else code
 

@@ -26,7 +26,7 @@ from tubeless.progress._terminal import (
 )
 from tubeless.trace import RunFold, StepFold
 
-__all__ = ["MAX_DETAIL_DEPTH", "frame_rows", "summary"]
+__all__ = ["MAX_DETAIL_DEPTH", "failed_calls", "frame_rows", "summary"]
 
 MAX_DETAIL_DEPTH = 32
 """Detail rows deeper than this are drawn at this depth."""
@@ -38,8 +38,15 @@ def summary(fold: RunFold) -> tuple[str, bool] | None:
     if completed is None:
         return None
     return summary_line(
-        completed, None if started is None else field_number(started, "timestampMs")
+        completed,
+        None if started is None else field_number(started, "timestampMs"),
+        failed_calls(fold),
     )
+
+
+def failed_calls(fold: RunFold) -> int:
+    """Failed tool calls (and items) the run's steps showed in their progress."""
+    return sum(step.failed_detail_count for step in fold.steps.values())
 
 
 def _visible_progress(step: StepFold) -> Mapping[str, Any] | None:

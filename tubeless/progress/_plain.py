@@ -236,5 +236,7 @@ class PlainReporter(PipelineReporter):
     def _pipeline_completed(self, record: Mapping[str, Any]) -> None:
         started = self._fold.started if self._fold is not None else None
         started_ms = None if started is None else field_number(started, "timestampMs")
-        text, completed = summary_line(record, started_ms)
+        steps = () if self._fold is None else self._fold.steps.values()
+        failed = sum(step.failed_detail_count for step in steps)
+        text, completed = summary_line(record, started_ms, failed)
         self._line(self._theme.paint("complete" if completed else "fail", text))

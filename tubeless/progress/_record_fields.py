@@ -124,8 +124,14 @@ def elapsed_ms(record: Mapping[str, Any], started_ms: float | None) -> float:
     return finished - started_ms
 
 
-def summary_line(record: Mapping[str, Any], started_ms: float | None) -> tuple[str, bool]:
-    """The closing line for a `pipeline.completed` record, and whether the run completed."""
+def summary_line(
+    record: Mapping[str, Any], started_ms: float | None, failed_calls: int = 0
+) -> tuple[str, bool]:
+    """The closing line for a `pipeline.completed` record, and whether the run completed.
+
+    `failed_calls` (failed tool calls and items shown in the steps' progress) is added
+    as `, failed calls=<n>` when there were any: a run can complete although calls failed.
+    """
     data = payload(record)
     status = field_text(data, "status") or "unknown"
     steps = field_number(data, "stepCount")
@@ -135,7 +141,8 @@ def summary_line(record: Mapping[str, Any], started_ms: float | None) -> tuple[s
         f"Pipeline {pipeline_id}: done in {format_duration(elapsed_ms(record, started_ms))}"
         f" (status={sanitize_terminal_text(status)},"
         f" steps={format_number(steps) if steps is not None else '?'},"
-        f" errors={format_number(errors) if errors is not None else '?'})"
+        f" errors={format_number(errors) if errors is not None else '?'}"
+        f"{f', failed calls={failed_calls}' if failed_calls else ''})"
     )
     return line, status == "completed"
 

@@ -74,7 +74,7 @@ def sanitize_terminal_log(text: str) -> str:
 
 
 def js_round(value: float) -> int:
-    """Round half up, as the reference's `Math.round` does (Python rounds half to even)."""
+    """Round half up, as JavaScript's `Math.round` does (Python rounds half to even)."""
     return math.floor(value + 0.5)
 
 
@@ -98,7 +98,7 @@ def format_duration(ms: float) -> str:
 
 
 def format_number(value: float) -> str:
-    """Print a count as the reference does: `4`, not `4.0`; `2.5` stays `2.5`."""
+    """Print a count as JavaScript does: `4`, not `4.0`; `2.5` stays `2.5`."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

@@ -10,6 +10,7 @@ from tubeless.trace._agent_history import (
     AgentTurnView,
     AgentView,
     agent_history,
+    failed_call_counts,
     format_agent_history,
 )
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
@@ -68,6 +69,7 @@ __all__ = [
     "TraceSink",
     "agent_history",
     "compose_sinks",
+    "failed_call_counts",
     "format_agent_history",
     "format_run_detail",
     "format_run_list",

@@ -21,6 +21,7 @@ __all__ = [
     "AgentTurnView",
     "AgentView",
     "agent_history",
+    "failed_call_counts",
     "format_agent_history",
 ]
 
@@ -301,6 +302,31 @@ def agent_history(records: Sequence[Mapping[str, Any]], run_id: str) -> AgentHis
     for root in roots:
         builder.add_agent(runs[root], None)
     return AgentHistory(agents=tuple(builder.agents)) if builder.agents else None
+
+
+def failed_call_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """For each agent run with failed tool calls, how many of its calls failed.
+
+    A call counts when its run (directly below one of the agent's turns) did not
+    complete; calls of subagents count for the subagent, not for the agent above it.
+
+    Args:
+        records: trace records in write order; they may hold many run trees.
+    """
+    runs = _fold(records)
+    counts: dict[str, int] = {}
+    for agent in runs.values():
+        if not agent.is_agent:
+            continue
+        failed = 0
+        for turn_id in agent.children:
+            turn = runs[turn_id]
+            if (turn.first.get("iteration") or {}).get("runId") != agent.run_id:
+                continue
+            failed += sum(1 for call in turn.children if runs[call].status == "failed")
+        if failed:
+            counts[agent.run_id] = failed
+    return counts
 
 
 def _line(depth: int, text: str) -> str:

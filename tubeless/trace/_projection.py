@@ -292,23 +292,46 @@ def _iso(ms: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def format_run_list(runs: Iterable[StoredRun]) -> str:
+def format_run_list(
+    runs: Iterable[StoredRun], failed_calls: Mapping[str, int] | None = None
+) -> str:
     """Render one line per run: `<runId>  <pipelineId>  <status>  started <ISO>[  <N>ms]`.
 
-    Runs are rendered in the order given; each line ends with a newline.
+    Runs are rendered in the order given; each line ends with a newline. A run listed in
+    `failed_calls` (see `failed_call_counts`) ends with `  <n> failed call(s)`: an agent
+    run can complete although some of its tool calls failed.
     """
+    counts = failed_calls or {}
     lines = []
     for run in runs:
         duration = "" if run.duration_ms is None else f"  {_number(run.duration_ms)}ms"
+        failed = counts.get(run.run_id, 0)
+        calls = f"  {failed} failed call{'s' if failed != 1 else ''}" if failed else ""
         lines.append(
             f"{_safe(run.run_id)}  {_safe(run.pipeline_id)}  {run.status}  "
-            f"started {_iso(run.started_at_ms)}{duration}\n"
+            f"started {_iso(run.started_at_ms)}{duration}{calls}\n"
         )
     return "".join(lines)
 
 
+def _shown_code(error: Mapping[str, Any]) -> str:
+    """The code a person should see: a failed step's own code (`UNKNOWN_CITY`), if any.
+
+    `TUBELESS_STEP_FAILED` only says a step raised; the `sourceCode` of what it raised
+    (a tool's `ToolError` code) says why.
+    """
+    source = error.get("sourceCode")
+    if error.get("code") == "TUBELESS_STEP_FAILED" and isinstance(source, str) and source:
+        return source
+    return str(error.get("code", "?"))
+
+
 def format_run_detail(run: StoredRun) -> str:
-    """Render one run: header lines, `Steps:`, `Logs:` and, after a failure, `Error:`."""
+    """Render one run: header lines, `Steps:`, `Logs:` and, after a failure, `Error:`.
+
+    The `Error:` line shows the failed step's own code when it has one (see
+    `_shown_code`), then the message.
+    """
     lines = [
         f"Run {_safe(run.run_id)}",
         f"Pipeline {_safe(run.pipeline_id)}",
@@ -325,5 +348,5 @@ def format_run_detail(run: StoredRun) -> str:
     lines += [f"  [{log.level}] {_safe(log.message)}" for log in run.logs]
     if run.error is not None:
         message = _safe(run.error.get("message", ""))
-        lines += ["", "Error:", f"  {run.error['code']}  {message}"]
+        lines += ["", "Error:", f"  {_safe(_shown_code(run.error))}  {message}"]
     return "\n".join(lines) + "\n"

@@ -137,6 +137,7 @@ class StepFold:
         self._step: dict[str, Any] = {"id": step_id, "status": "planned"}
         self._attempt: dict[str, Any] | None = None
         self._ended: Mapping[str, Any] | None = None
+        self._failed_details: set[str] = set()
 
     @property
     def id(self) -> str:
@@ -172,6 +173,15 @@ class StepFold:
     def progress(self) -> Mapping[str, Any] | None:
         """Its latest visible progress, else its first (trace wire form)."""
         return self._step.get("progress")
+
+    @property
+    def failed_detail_count(self) -> int:
+        """How many distinct detail rows (an agent's tool calls) have shown as failed.
+
+        A row counts once however many progress snapshots show it; a group row (a turn, a
+        batch) is not counted when rows inside it are, even once it is shown collapsed.
+        """
+        return len(self._failed_details)
 
     @property
     def nested_pipeline(self) -> Mapping[str, Any] | None:
@@ -247,10 +257,28 @@ class StepFold:
         if progress is None:
             return
         copied = copy.deepcopy(dict(progress))
+        self._count_failed(copied.get("details"))
         if "details" in copied and "detailCount" not in copied:
             copied["detailCount"] = len(copied["details"])
         if "progress" not in self._step or _visible(copied):
             self._step["progress"] = copied
+
+    def _count_failed(self, details: object) -> None:
+        if not isinstance(details, list):
+            return
+        rows = [row for row in details if isinstance(row, Mapping)]
+        ids = [str(row.get("id", "")) for row in rows]
+        for row, row_id in zip(rows, ids, strict=True):
+            if row.get("status") != "failed" or not row_id:
+                continue
+            if any(other.startswith(f"{row_id}/") for other in ids):
+                continue  # a group: the rows inside it say what failed
+            counted = self._failed_details
+            if any(seen.startswith(f"{row_id}/") for seen in counted):
+                continue  # a group shown collapsed after a row inside it was counted
+            # A row inside a group counted while collapsed replaces the group.
+            counted.difference_update([seen for seen in counted if row_id.startswith(f"{seen}/")])
+            counted.add(row_id)
 
     def freeze(self) -> StoredStep:
         """Return the folded step."""

@@ -1,0 +1,159 @@
+"""What a new user meets first on the real CLI: version, printed results, errors, history.
+
+Each test runs `python -m tubeless` in a subprocess on an agent module written to a
+temporary directory: one weather tool that fails with `UNKNOWN_CITY` for Atlantis and
+divides by zero for Zero, and no `summarize=`.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from typing import Any
+
+AGENT_MODULE = """
+from tubeless import ToolError, define_agent, define_pipeline_command, define_tool
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def weather(value, context):
+    if value["city"] == "Atlantis":
+        raise ToolError("UNKNOWN_CITY", "No city " + value["city"])
+    if value["city"] == "Zero":
+        return 1 / 0
+    return {"city": value["city"], "temp": 20}
+
+
+def decide(state, context):
+    if state["seen"]:
+        return {"kind": "finish", "result": {"temps": state["seen"]}}
+    calls = [
+        {"id": f"c{index}", "tool": "weather", "input": {"city": city}}
+        for index, city in enumerate(state["cities"])
+    ]
+    return {"kind": "continue", "calls": calls}
+
+
+def reduce(state, outcomes):
+    seen = [o["value"]["temp"] if o["ok"] else o["error"]["code"] for o in outcomes]
+    return {**state, "seen": seen}
+
+
+OPTIONS = {
+    "type": "object",
+    "properties": {"cities": {"type": "array", "items": {"type": "string"}}},
+    "required": ["cities"],
+}
+agent = define_agent(
+    id="weather",
+    input_schema=OPTIONS,
+    result_schema={},
+    tools={
+        "weather": define_tool(
+            description="Weather.", input_schema=CITY, output_schema={}, run=weather
+        )
+    },
+    initial_state=lambda options: {"cities": list(options["cities"]), "seen": []},
+    decide=decide,
+    reduce=reduce,
+)
+command = define_pipeline_command(agent, reporter={"mode": "plain"})
+"""
+
+TEXT_MODULE = """
+from tubeless.cli import define_pipeline_command
+from tubeless.pipeline import create_steps, define_pipeline
+
+steps = create_steps()
+say = steps.step("say", run=lambda inputs, context: "plain text, not JSON")
+pipeline = define_pipeline(id="say", steps=[say])
+command = define_pipeline_command(pipeline, reporter=False)
+"""
+
+
+def _bug_line(path: Any) -> int:
+    """The line of the division by zero in the written module."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next(n for n, line in enumerate(lines, 1) if "1 / 0" in line)
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+
+
+def test_version_prints_the_distribution_and_its_version(cli: Any) -> None:
+    """`tubeless --version` and `-V` print `tubeless-pipelines <metadata version>`."""
+    expected = f"tubeless-pipelines {metadata.version('tubeless-pipelines')}\n"
+    for flag in ("--version", "-V"):
+        result = cli(flag)
+        assert (result.code, result.stdout, result.stderr) == (0, expected, "")
+    assert "--version" in cli("--help").stdout
+
+
+def test_a_command_without_summarize_prints_its_value(cli: Any) -> None:
+    """The finalized value goes to stdout: JSON for data, a string as it is."""
+    cli.write("agent.py", AGENT_MODULE)
+    cli.write("say.py", TEXT_MODULE)
+    data = cli("run", "agent.py", "--", "--cities", "Paris", "--cities", "Atlantis")
+    assert data.code == 0, data.stderr
+    assert json.loads(data.stdout) == {"temps": [20, "UNKNOWN_CITY"]}
+    text = cli("run", "say.py")
+    assert (text.code, text.stdout) == (0, "plain text, not JSON\n")
+
+
+def test_a_tool_bug_prints_its_root_cause_once_with_path_and_place(cli: Any) -> None:
+    """One `Error:` line with the root's own code and step path, then where it was raised."""
+    path = cli.write("agent.py", AGENT_MODULE)
+    result = cli("run", "agent.py", "--", "--cities", "Zero")
+    assert result.code == 6
+    assert _errors(result.stderr) == [
+        "Error: execution at step agent > calls > tool [TUBELESS_STEP_FAILED] "
+        "(ZeroDivisionError): division by zero"
+    ]
+    assert result.stderr.count("TUBELESS_CHILD_FAILED") == 0
+    assert "(status=failed, steps=1, errors=1, failed calls=1)" in result.stderr
+    assert f"  raised at {path}:{_bug_line(path)} in weather\n" in result.stderr
+    assert "--traceback or TUBELESS_TRACEBACK=1 shows the traceback" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_traceback_flag_and_environment_show_the_original_traceback(cli: Any) -> None:
+    """`--traceback` and `TUBELESS_TRACEBACK=1` print the tool's own traceback."""
+    path = cli.write("agent.py", AGENT_MODULE)
+    flagged = cli("run", "--traceback", "agent.py", "--", "--cities", "Zero")
+    by_env = cli("run", "agent.py", "--", "--cities", "Zero", env={"TUBELESS_TRACEBACK": "1"})
+    for result in (flagged, by_env):
+        assert result.code == 6
+        assert "Traceback (most recent call last):" in result.stderr
+        assert f'File "{path}", line {_bug_line(path)}, in weather' in result.stderr
+        assert result.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
+        assert "shows the traceback" not in result.stderr
+
+
+def test_history_shows_tool_codes_failed_calls_newest_first_and_a_limit(cli: Any) -> None:
+    """The list is newest first by run tree, counts failed calls, and `--limit` cuts it."""
+    cli.write("agent.py", AGENT_MODULE)
+    first = cli("run", "--store", "runs.db", "agent.py", "--", "--cities", "Paris")
+    three = ["--cities", "Atlantis"] * 3
+    second = cli("run", "--store", "runs.db", "agent.py", "--", *three)
+    assert (first.code, second.code) == (0, 0)
+    assert "errors=0, failed calls=3)" in second.stderr
+    listed = cli("history", "--store", "runs.db").stdout.splitlines()
+    roots = [line for line in listed if line.startswith("weather:")]
+    assert len(roots) == 2
+    assert roots[0].endswith("  3 failed calls")  # the second run, listed first
+    assert not roots[1].endswith("failed calls")
+    assert listed[0] == roots[0]
+    latest = cli("history", "--store", "runs.db", "--limit", "1").stdout.splitlines()
+    assert latest[0] == roots[0]
+    assert [line for line in latest if line.startswith("weather:")] == roots[:1]
+    assert len(latest) == 1 + 2 + 3  # the agent, its two turns and three tool calls
+    as_json = json.loads(cli("history", "--store", "runs.db", "--json", "--limit", "1").stdout)
+    assert as_json["runs"][0]["failedCalls"] == 3
+    tool_run = next(line for line in latest if line.startswith("weather/tool/weather:"))
+    detail = cli("history", "--store", "runs.db", tool_run.split()[0]).stdout
+    assert detail.endswith("Error:\n  UNKNOWN_CITY  No city Atlantis\n")
+    rejected = cli("history", "--store", "runs.db", "--limit", "0")
+    assert rejected.code == 1
+    assert rejected.stderr.startswith("Error: Argument --limit: must be at least 1, got '0'.")
