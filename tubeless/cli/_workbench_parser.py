@@ -29,7 +29,13 @@ COMMAND_HELP = {
 
 _EPILOG = (
     "Exit codes: 0 success (help included), 1 usage error, 2 load error, 3 definition "
-    "error, 4 invalid command arguments, 5 planning error, 6 execution error, 7 cancelled."
+    "error, 4 invalid command arguments, 5 planning error, 6 execution error, 7 cancelled. "
+    "Tools defined with define_tool(..., executor=...) (a ProcessPoolExecutor, or Dask's "
+    "Client.get_executor(pure=False)) send their handler to the workers by reference: keep "
+    "those handlers in a module the workers can import (a sibling of FILE, or an installed "
+    "package), not in FILE itself, which is loaded under a private module name. The run "
+    "never shuts the executor down; a handler on it sees cancellation through "
+    "context.signal.is_set() and context.signal.wait(seconds)."
 )
 
 
