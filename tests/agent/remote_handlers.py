@@ -59,12 +59,13 @@ def sleeper(value: Any, context: Any) -> Any:
 
 
 def overlap_probe(value: Any, context: Any) -> bool:
-    """Mark the start; call 0 reports whether call 1 started while it ran (half a second)."""
+    """Mark the start; call 0 reports whether call 1 started while it ran (it waits up to
+    `seconds` for that)."""
     folder = pathlib.Path(value["folder"])
     (folder / f"started-{value['x']}").touch()
     if value["x"] != 0:
         return False
-    return bool(_appears(folder / "started-1", 0.5))
+    return bool(_appears(folder / "started-1", value["seconds"]))
 
 
 def _appears(path: pathlib.Path, seconds: float) -> bool:
