@@ -5,7 +5,9 @@ Speed-up: W(20, 4) of `bench_agent` (20 turns of 4 calls) of a CPU-bound tool (a
 its handler on the agent's own threads, on a `ProcessPoolExecutor(2)` and on a Dask
 `LocalCluster` of two single-threaded worker processes. Each figure is a ratio of wall
 time to the baseline measured in the same run: the same 80 calls one after another
-(threads, `max_concurrency=1`). Below 1 is faster; threads stay near 1 (the GIL).
+(threads, `max_concurrency=1`). Below 1 is faster; threads stay near 1 (the GIL). The
+"no agent" rows submit the same calls straight to the executor, 4 at a time, turn by
+turn: the ceiling the machine allows (on a shared machine, other load lowers it).
 
 Overhead: W(50, 4) of a trivial tool (`{"x": integer}` in, the integer out) with
 `max_concurrency=1`, so calls never overlap; the overhead of an executor is its run time
@@ -114,6 +116,14 @@ def build(handler: Any, executor: Any, turns: int, concurrency: int, n: int) -> 
     )
 
 
+def raw_turns(executor: Any, turns: int, n: int) -> None:
+    """The same calls straight on `executor`, turn by turn, without an agent (a ceiling)."""
+    for _ in range(turns):
+        futures = [executor.submit(burn, {"x": i, "n": n}, None) for i in range(WIDTH)]
+        for future in futures:
+            future.result()
+
+
 def _run(agent: Any, expected: int) -> None:
     run = agent.run({})
     if run.status != "completed" or run.value != expected:
@@ -169,6 +179,8 @@ def measure(plan: Plan) -> dict[str, Any]:
         for name, executor in found.items():
             agent = build(burn, executor, plan.cpu_turns, WIDTH, n)
             cpu[name] = lambda a=agent: _run(a, cpu_calls)
+            if executor is not None:
+                cpu[f"{name}, no agent"] = lambda e=executor: raw_turns(e, plan.cpu_turns, n)
         cpu_seconds = _timed(cpu, plan.repeats)
         trivial: dict[str, Callable[[], None]] = {}
         for name, executor in found.items():
