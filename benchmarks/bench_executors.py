@@ -13,6 +13,9 @@ Overhead: W(50, 4) of a trivial tool (`{"x": integer}` in, the integer out) with
 `max_concurrency=1`, so calls never overlap; the overhead of an executor is its run time
 minus the thread run's, per call.
 
+Cancellation: one handler waits on `context.signal`; the figure is the time from setting
+the run's signal to the run's return (median of the repetitions).
+
 Every variant runs once to warm up (worker start-up, imports) before it is timed; the
 points run interleaved, rotating each repetition, and the median is kept.
 
@@ -26,6 +29,9 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import multiprocessing
+import pathlib
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -41,7 +47,8 @@ X_INPUT = {
 }
 TARGET_SECONDS = 0.020
 """How long one call of the CPU-bound tool should take."""
-WHERE = ("threads", "process(2)", "dask(2)")
+CANCEL_WAIT = 30
+"""Seconds a cancelled handler waits at most (never reached)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,6 +79,12 @@ def burn(value: Any, context: Any) -> int:
 def echo(value: Any, context: Any) -> int:
     """The trivial tool."""
     return int(value["x"])
+
+
+def wait_for_cancel(value: Any, context: Any) -> bool:
+    """Mark the start with a file, then wait on the remote signal."""
+    pathlib.Path(value["marker"]).touch()
+    return bool(context.signal.wait(CANCEL_WAIT))
 
 
 def calibrate() -> int:
@@ -155,6 +168,47 @@ def executors() -> Iterator[dict[str, Any]]:
         yield found
 
 
+def cancel_latency(executor: Any) -> float:
+    """Seconds from setting the signal to the run's return, one handler waiting on it."""
+    with tempfile.TemporaryDirectory() as folder:
+        marker = pathlib.Path(folder) / "started"
+        tool = define_tool(
+            description="Wait",
+            input_schema={"type": "object"},
+            output_schema={},
+            run=wait_for_cancel,
+            **({} if executor is None else {"executor": executor}),
+        )
+        agent = define_agent(
+            id="bench-cancel",
+            input_schema={"type": "object"},
+            result_schema={},
+            initial_state=lambda options: {},
+            decide=lambda state, context: {
+                "kind": "continue",
+                "calls": [{"id": "c", "tool": "wait", "input": {"marker": str(marker)}}],
+            },
+            tools={"wait": tool},
+        )
+        signal = threading.Event()
+        set_at: list[float] = []
+
+        def cancel() -> None:
+            while not marker.exists():
+                time.sleep(0.001)
+            set_at.append(time.perf_counter())
+            signal.set()
+
+        canceller = threading.Thread(target=cancel)
+        canceller.start()
+        run = agent.run({}, context={"signal": signal})
+        ended = time.perf_counter()
+        canceller.join()
+        if run.status != "cancelled":
+            raise RuntimeError(f"benchmark run was not cancelled: {run.status}")
+        return ended - set_at[0]
+
+
 def _timed(points: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
     for action in points.values():
         action()  # warm up
@@ -187,6 +241,10 @@ def measure(plan: Plan) -> dict[str, Any]:
             agent = build(echo, executor, plan.echo_turns, 1, 0)
             trivial[name] = lambda a=agent: _run(a, echo_calls)
         echo_seconds = _timed(trivial, plan.repeats)
+        cancel_seconds = {
+            name: median([cancel_latency(executor) for _ in range(plan.repeats)])
+            for name, executor in found.items()
+        }
     return {
         "iterations": n,
         "cpuCalls": cpu_calls,
@@ -202,6 +260,7 @@ def measure(plan: Plan) -> dict[str, Any]:
             if name != "threads"
         },
         "threadSecondsPerCall": echo_seconds["threads"] / echo_calls,
+        "cancelSeconds": cancel_seconds,
     }
 
 
@@ -231,6 +290,13 @@ def format_executors(measured: dict[str, Any], plan: Plan) -> list[str]:
         f"(threads: {measured['threadSecondsPerCall'] * 1e6:.0f} us per call)",
         "handler on",
         ["ms", "+us per call"],
+        rows,
+    )
+    rows = [(name, [f"{value * 1e3:.1f}"]) for name, value in measured["cancelSeconds"].items()]
+    lines += format_table(
+        "Cancellation: signal set -> run returned, one handler waiting on context.signal",
+        "handler on",
+        ["ms"],
         rows,
     )
     if "dask(2)" not in cpu:
