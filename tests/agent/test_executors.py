@@ -317,3 +317,15 @@ def test_the_run_never_shuts_the_executor_down(
     """After runs, the user's pool still takes work."""
     _agent(_tool(remote_handlers.echo, process_pool), [_calls({"x": 1})], 1, []).run({})
     assert process_pool.submit(pow, 2, 5).result(timeout=WAIT) == 32
+
+
+def test_an_executor_that_refuses_the_call_fails_the_run() -> None:
+    """A shut-down pool refuses `submit`: the run fails naming the error's type."""
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=1)
+    tool = _tool(remote_handlers.echo, pool)
+    pool.shutdown()
+    run = _agent(tool, [_calls({"x": 1})], 1, []).run({})
+    assert run.status == "failed"
+    text = json.dumps([error.to_dict() for error in run.errors])
+    assert "RuntimeError" in text
+    assert "TUBELESS_AGENT_REMOTE_HANDLER_FAILED" in text
