@@ -158,8 +158,16 @@ def executors() -> Iterator[dict[str, Any]]:
         except ImportError:
             pass
         else:
+            import dask
+
+            scratch = stack.enter_context(tempfile.TemporaryDirectory())
+            stack.enter_context(dask.config.set({"temporary-directory": scratch}))
             cluster = distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                local_directory=scratch,
             )
             stack.callback(cluster.close)
             client = distributed.Client(cluster)

@@ -48,16 +48,24 @@ def process_pool() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
 
 
 @pytest.fixture(scope="module")
-def dask_client() -> Iterator[Any]:
+def dask_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A `LocalCluster` of two worker processes with one thread each, closed after."""
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    dask = pytest.importorskip("dask")
+    scratch = str(tmp_path_factory.mktemp("dask"))
+    # Dask's scratch space (worker directories and their locks) goes under pytest's tmp.
+    with dask.config.set({"temporary-directory": scratch}):
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            local_directory=scratch,
+        )
+        client = distributed.Client(cluster)
+        yield client
+        client.close()
+        cluster.close()
 
 
 @pytest.fixture(params=["process", "dask"])
