@@ -205,9 +205,16 @@ def call_remote(handler: Callable[[Any, RemoteToolContext], Any], value: Any, co
     except ToolError as error:
         return ("tool_error", error.code, error.message)
     except RunCancelledError as error:
-        return ("cancelled", str(error)[:_MESSAGE_LIMIT])
+        return ("cancelled", _text(error))
     except Exception as error:
-        return ("error", _type_name(error), str(error)[:_MESSAGE_LIMIT])
+        return ("error", _type_name(error), _text(error))
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return str(error)[:_MESSAGE_LIMIT]
+    except Exception:  # an exception whose __str__ raises still fails the call plainly
+        return "(message unavailable)"
 
 
 def is_dask(executor: concurrent.futures.Executor) -> bool:
