@@ -385,7 +385,7 @@ def run_remote(
         try:
             future = executor.submit(call_remote, handler, value, context)
         except Exception as error:
-            raise _remote_failure(_type_name(error), str(error)) from None
+            raise _remote_failure(_type_name(error), _text(error)) from None
         _wait(future, signal, entry, cancel_pending=not is_dask(executor))
     finally:
         _leave(entry, executor)
@@ -394,7 +394,7 @@ def run_remote(
     try:
         outcome = future.result()
     except Exception as error:  # the call or its value did not travel, or the pool broke
-        raise _remote_failure(_type_name(error), str(error)) from None
+        raise _remote_failure(_type_name(error), _text(error)) from None
     tag = outcome[0]
     if tag == "ok":
         return outcome[1]
