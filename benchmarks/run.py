@@ -22,6 +22,7 @@ from typing import Any
 
 import bench_agent
 import bench_delegation
+import bench_executors
 import bench_inserts
 import bench_memory
 import bench_otel
@@ -157,11 +158,22 @@ def run_delegation_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     return []
 
 
+def run_executors_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print tool handlers on a process pool and on Dask (information)."""
+    plan = bench_executors.QUICK if quick else bench_executors.FULL
+    measured = bench_executors.measure(plan)
+    title = "Executors: a CPU-bound tool on threads, a process pool and a Dask cluster"
+    emit(_section(title) + bench_executors.format_executors(measured, plan))
+    figures["executors"] = measured
+    return []
+
+
 BENCHES = (
     run_agent_bench,
     run_memory_bench,
     run_state_bench,
     run_delegation_bench,
+    run_executors_bench,
     run_trace_store_bench,
     run_otel_bench,
 )

@@ -69,6 +69,7 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_INVALID_DECISION",
     "TUBELESS_AGENT_INVALID_STATE",
     "TUBELESS_AGENT_LIMIT_REACHED",
+    "TUBELESS_AGENT_REMOTE_HANDLER_FAILED",
 )
 """Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
 

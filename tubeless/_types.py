@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Union
 
 if TYPE_CHECKING:
-    from tubeless.agent import DecisionContext, ToolContext
+    from tubeless.agent import DecisionContext, RemoteToolContext, ToolContext
     from tubeless.pipeline import PipelineHooks, RunContext, RunControls
     from tubeless.schema import Schema
 
@@ -27,6 +27,7 @@ __all__ = [
     "InitialStateCallback",
     "PydanticModelLike",
     "ReduceCallback",
+    "RemoteToolHandler",
     "SchemaLike",
     "SchemaProtocol",
     "ToolDryRun",
@@ -91,6 +92,9 @@ HooksLike = Union[
 
 ToolHandler = Callable[[Any, "ToolContext"], Any]
 """`run(validated_input, context)` of a tool; its value goes to the output schema."""
+
+RemoteToolHandler = Callable[[Any, "RemoteToolContext"], Any]
+"""`run(validated_input, context)` of a tool on another executor (`define_tool(executor=)`)."""
 
 ToolDryRun = Literal["skip"] | ToolHandler | None
 """A tool's dry-run policy: `None`/`"skip"` skips it in dry runs, a callable previews it."""

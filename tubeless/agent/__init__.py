@@ -5,6 +5,7 @@ from tubeless._types import (
     DecideCallback,
     InitialStateCallback,
     ReduceCallback,
+    RemoteToolHandler,
     ToolDryRun,
     ToolHandler,
 )
@@ -14,6 +15,7 @@ from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecisio
 from tubeless.agent._function_tools import tool_from_function
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._pipeline_tool import pipeline_tool
+from tubeless.agent._remote import RemoteSignal, RemoteToolContext
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
 from tubeless.errors import ToolError
@@ -28,6 +30,9 @@ __all__ = [
     "FinishDecision",
     "InitialStateCallback",
     "ReduceCallback",
+    "RemoteSignal",
+    "RemoteToolContext",
+    "RemoteToolHandler",
     "ToolContext",
     "ToolDryRun",
     "ToolError",

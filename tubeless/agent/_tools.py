@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._frozen import FrozenDict
-from tubeless._types import SchemaLike, ToolDryRun, ToolHandler
+from tubeless._types import RemoteToolHandler, SchemaLike, ToolDryRun, ToolHandler
 from tubeless.agent._agent_contexts import ToolContext
+from tubeless.agent._remote import check_remote_handler, run_remote
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
 from tubeless.pipeline import Pipeline, StepContext, create_steps, define_pipeline
@@ -31,8 +33,9 @@ class _ToolSpec:
     input_schema: Schema
     output_schema: Schema
     input_json_schema: FrozenDict
-    run: ToolHandler
+    run: Callable[[Any, Any], Any]
     preview: ToolHandler | None
+    executor: concurrent.futures.Executor | None = None
 
 
 @typing.final
@@ -147,6 +150,7 @@ def check_description(description: object) -> str:
     return description
 
 
+@overload
 def define_tool(
     *,
     description: str,
@@ -155,6 +159,32 @@ def define_tool(
     run: ToolHandler,
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
+    executor: None = None,
+) -> AgentTool: ...
+
+
+@overload
+def define_tool(
+    *,
+    description: str,
+    input_schema: SchemaLike,
+    output_schema: SchemaLike,
+    run: RemoteToolHandler,
+    input_json_schema: Mapping[str, Any] | None = None,
+    dry_run: ToolDryRun = None,
+    executor: concurrent.futures.Executor,
+) -> AgentTool: ...
+
+
+def define_tool(
+    *,
+    description: str,
+    input_schema: SchemaLike,
+    output_schema: SchemaLike,
+    run: Callable[[Any, Any], Any],
+    input_json_schema: Mapping[str, Any] | None = None,
+    dry_run: ToolDryRun = None,
+    executor: concurrent.futures.Executor | None = None,
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -166,10 +196,17 @@ def define_tool(
             expected domain failure the agent should see.
         input_json_schema: explicit input descriptor, used instead of the schema's own.
         dry_run: `None`/`"skip"` (skip in dry runs) or a preview with `run`'s signature.
+        executor: run the handler body there instead of on the call's thread: any
+            `concurrent.futures.Executor` (a `ProcessPoolExecutor`, Dask's
+            `Client.get_executor(pure=False)`, ...). `run` must pickle, and receives a
+            `RemoteToolContext`; its validated input and its value must pickle too.
+            Validation, limits, admission order, traces and a dry run's preview stay in
+            this process. The executor stays the caller's: runs never shut it down.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
-            description, output schema, handler and dry-run policy, input descriptor.
+            description, output schema, handler and dry-run policy, executor and whether
+            the handler pickles, input descriptor.
     """
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
@@ -178,6 +215,8 @@ def define_tool(
             "Tool requires a callable run handler and a dry-run policy of None, 'skip' or a "
             "callable preview"
         )
+    if executor is not None:
+        check_remote_handler(run, executor, "Tool")
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
     return new_tool(
@@ -188,6 +227,7 @@ def define_tool(
             input_json_schema=descriptor,
             run=run,
             preview=dry_run if callable(dry_run) else None,
+            executor=executor,
         )
     )
 
@@ -202,11 +242,26 @@ def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepCont
     return run_tool
 
 
+def _remote_tool_handler(
+    handler: RemoteToolHandler, executor: concurrent.futures.Executor
+) -> Callable[[Mapping[str, Any], StepContext], Any]:
+    def run_tool(inputs: Mapping[str, Any], context: StepContext) -> Any:
+        options = context.options
+        if options["attributes"] is not None:
+            context.report_attempt(1, options["attributes"])
+        return run_remote(executor, handler, options["input"], context)
+
+    return run_tool
+
+
 def tool_pipeline(agent_id: str, name: str, spec: _ToolSpec) -> Pipeline:
     """Compile `<agent id>/tool/<name>`: one step `tool`, which is also the finalizer."""
+    executor = spec.executor
     step = create_steps().step(
         "tool",
-        run=_tool_handler(spec.run),
+        run=_tool_handler(spec.run)
+        if executor is None
+        else _remote_tool_handler(spec.run, executor),
         output_schema=spec.output_schema,
         dry_run=_tool_handler(spec.preview) if spec.preview else "skip",
     )

@@ -69,6 +69,17 @@ shows the capability tree with each child's limits, and
 shows the agent tree: turns, calls with tool, status, error code and duration, and
 each subagent under the call that started it.""",
     ),
+    (
+        "EXECUTORS",
+        """\
+A tool defined with define_tool(..., executor=...) runs its handler on that
+concurrent.futures executor: a ProcessPoolExecutor for CPU-bound work, or Dask's
+Client.get_executor() for a cluster. Validation, limits, traces and decision order stay
+local. The handler travels by reference, so keep it in a module the workers can import
+(a sibling of FILE, or an installed package), not in FILE itself, which is loaded under a
+private module name. The run never shuts the executor down; a handler sees cancellation
+through context.signal.is_set() and context.signal.wait(seconds).""",
+    ),
 )
 """Sections after the commands: (heading, roff text), in page order."""
 
