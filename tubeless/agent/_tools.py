@@ -33,6 +33,7 @@ class _ToolSpec:
     input_json_schema: FrozenDict
     run: ToolHandler
     preview: ToolHandler | None
+    replay: str = "unsafe"
 
 
 @typing.final
@@ -155,6 +156,7 @@ def define_tool(
     run: ToolHandler,
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
+    replay: typing.Literal["safe", "unsafe"] = "unsafe",
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -166,10 +168,13 @@ def define_tool(
             expected domain failure the agent should see.
         input_json_schema: explicit input descriptor, used instead of the schema's own.
         dry_run: `None`/`"skip"` (skip in dry runs) or a preview with `run`'s signature.
+        replay: `"unsafe"` (default) or `"safe"`: whether a durable agent resuming after a
+            crash may run the handler again when the call was running. An unsafe call
+            becomes the recoverable outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
-            description, output schema, handler and dry-run policy, input descriptor.
+            description, output schema, handler and dry-run policy, replay, input descriptor.
     """
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
@@ -178,6 +183,8 @@ def define_tool(
             "Tool requires a callable run handler and a dry-run policy of None, 'skip' or a "
             "callable preview"
         )
+    if replay not in ("safe", "unsafe"):
+        raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {replay!r}"[:300])
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
     return new_tool(
@@ -188,6 +195,7 @@ def define_tool(
             input_json_schema=descriptor,
             run=run,
             preview=dry_run if callable(dry_run) else None,
+            replay=replay,
         )
     )
 
@@ -197,7 +205,7 @@ def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepCont
         options = context.options
         if options["attributes"] is not None:
             context.report_attempt(1, options["attributes"])
-        return handler(options["input"], ToolContext(context))
+        return handler(options["input"], ToolContext(context, options.get("execution")))
 
     return run_tool
 
