@@ -31,10 +31,15 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tubeless._frozen import FrozenDict, freeze_json
+from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote, type_name
 from tubeless.agent._checkpoint_store import WRITE_FAILED_CODE, CheckpointLease, CheckpointStore
-from tubeless.errors import AgentDefinitionError, AgentError, TubelessError
+from tubeless.errors import (
+    AgentDefinitionError,
+    AgentError,
+    PipelineExecutionError,
+    TubelessError,
+)
 
 CHECKPOINT_FORMAT = "tubeless.agent-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -250,7 +255,73 @@ def _parse(text: str) -> dict[str, Any]:
         document.get("agent") is None or isinstance(document.get("agent"), dict)
     ):
         raise _invalid("missing execution id or agent node")
+    if document["agent"] is not None:
+        _check_node(document["agent"], "agent")
     return document
+
+
+_STATUSES = frozenset({"pending", "running", "completed"})
+
+
+def _counter(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _check_node(node: Any, where: str) -> None:
+    """Check the shape of a saved node and everything below it, before any callback."""
+    if not isinstance(node, dict) or not isinstance(node.get("spent"), dict):
+        raise _invalid(f"{where} has no budget")
+    if not all(_counter(node["spent"].get(name)) for name in ("calls", "decisions")):
+        raise _invalid(f"{where} has a malformed budget")
+    execution = node.get("execution")
+    if execution is not None and not (
+        isinstance(execution, dict)
+        and all(_counter(execution.get(name)) for name in ("turn", "stateVersion", "calls"))
+        and "state" in execution
+        and execution["turn"] >= 1
+    ):
+        raise _invalid(f"{where} has a malformed execution")
+    if "failure" in node and not (
+        isinstance(node["failure"], dict)
+        and all(type(node["failure"].get(name)) is str for name in ("code", "message"))
+    ):
+        raise _invalid(f"{where} has a malformed failure")
+    turn = node.get("turn", 0)
+    if turn is None:
+        return
+    if not (
+        isinstance(turn, dict)
+        and _counter(turn.get("index"))
+        and turn.get("phase") in ("reserved", "decided")
+        and isinstance(turn.get("calls"), list)
+    ):
+        raise _invalid(f"{where} has a malformed turn")
+    for position, entry in enumerate(turn["calls"]):
+        _check_entry(entry, f"{where} call {position}")
+
+
+def _check_entry(entry: Any, where: str) -> None:
+    if not (
+        isinstance(entry, dict)
+        and type(entry.get("id")) is str
+        and type(entry.get("tool")) is str
+        and "input" in entry
+        and entry.get("status") in _STATUSES
+    ):
+        raise _invalid(f"{where} is malformed")
+    outcome = entry.get("outcome")
+    if entry["status"] == "completed" and not (
+        isinstance(outcome, dict) and type(outcome.get("ok")) is bool
+    ):
+        raise _invalid(f"{where} is completed without an outcome")
+    consumed = entry.get("consumed")
+    if consumed is not None and not (
+        isinstance(consumed, dict)
+        and all(_counter(consumed.get(name)) for name in ("calls", "decisions"))
+    ):
+        raise _invalid(f"{where} has a malformed budget")
+    if entry.get("child") is not None:
+        _check_node(entry["child"], f"{where} child")
 
 
 def _totals(node: Mapping[str, Any]) -> tuple[int, int]:
@@ -378,7 +449,7 @@ class AgentJournal:
     def saved_result(self) -> tuple[bool, Any]:
         """`(True, result)` when the execution finished."""
         if "result" in self.node:
-            return True, freeze_json(self.node["result"])
+            return True, thaw(self.node["result"])
         return False, None
 
     def saved_failure(self) -> AgentError | None:
@@ -472,7 +543,8 @@ class AgentJournal:
 
     def fail(self, error: BaseException) -> None:
         """Save a terminal failure (not for storage errors: those cannot be saved)."""
-        code = getattr(error, "code", None) if isinstance(error, TubelessError) else None
+        root = _root_cause(error)
+        code = getattr(root, "code", None) if isinstance(root, TubelessError) else None
         if code in _UNSAVED_CODES or self.journal.failed:
             return
         failure = {
@@ -480,6 +552,20 @@ class AgentJournal:
             "message": str(error)[:4096],
         }
         self.journal.change(lambda: self.node.__setitem__("failure", failure))
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The exception behind child-run and cause wrappers (a limit, a `decide` error, ...)."""
+    for _ in range(32):
+        below = (
+            error.result.first_exception()
+            if isinstance(error, PipelineExecutionError)
+            else error.__cause__
+        )
+        if below is None:
+            break
+        error = below
+    return error
 
 
 def saved_outcome(entry: Mapping[str, Any]) -> FrozenDict:
