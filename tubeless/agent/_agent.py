@@ -50,6 +50,7 @@ from tubeless.pipeline import (
 )
 from tubeless.pipeline.lowlevel import (
     IterationRunner,
+    execution_key_of,
     is_cancellation,
     observed,
     raise_if_cancelled,
@@ -211,7 +212,7 @@ class AgentStep:
             return None, None
         if delegation is not None and delegation.slot is not None:
             return None, delegation.slot.child(self._identity(context.options))
-        journal = Journal.open(durability, context.options)
+        journal = Journal.open(durability, context.options, execution_key_of(context))
         try:
             return journal, AgentJournal.root(journal, self._identity(context.options))
         except BaseException:
@@ -304,8 +305,9 @@ class AgentStep:
             runner = IterationRunner(
                 step_id="agent",
                 pipeline=self._turn,
-                max_iterations=runtime.limits.max_turns - start + 1,
+                max_iterations=runtime.limits.max_turns,
                 unit="turn",
+                first_index=start,
                 initial_state=first,
                 transition=lambda result, _state, _context: result,
                 map_options=lambda execution, _inputs, _context: {

@@ -112,12 +112,14 @@ class Durability:
         self.store = store
         self.key = key
 
-    def key_for(self, options: Any) -> str:
-        """The execution key for these validated options.
+    def key_for(self, options: Any, given: str | None = None) -> str:
+        """The execution key: `given` (a run's `execution_key`) or this one's.
 
         Raises:
             AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY`.
         """
+        if given is not None:
+            return check_key(given)
         return check_key(self.key(options) if callable(self.key) else self.key)
 
     def __repr__(self) -> str:
@@ -156,9 +158,9 @@ class Journal:
         """Store writes made (each one transaction in a SQLite store)."""
 
     @classmethod
-    def open(cls, durability: Durability, options: Any) -> Journal:
+    def open(cls, durability: Durability, options: Any, given: str | None = None) -> Journal:
         """Lease the key and read (or start) the checkpoint, before any agent callback."""
-        key = durability.key_for(options)
+        key = durability.key_for(options, given)
         lease = durability.store.acquire(key)
         try:
             text = lease.read()
