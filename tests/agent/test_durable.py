@@ -202,8 +202,8 @@ def test_plans_and_dry_runs_never_open_the_store() -> None:
 # -- what each write saves, and how a resume reads it back ------------------------------
 #
 # With max_concurrency=1 the writes of TWO_CALLS then finish are: 1 reservation (turn 1),
-# 2 decision + admission, 3 intent a, 4 outcome a, 5 intent b, 6 outcome b,
-# 7 reduced state + reservation (turn 2), 8 finish result.
+# 2 decision + admission + intent a (the call that starts at once), 3 outcome a,
+# 4 intent b, 5 outcome b, 6 reduced state + reservation (turn 2), 7 finish result.
 
 
 def test_the_reservation_is_saved_and_not_charged_again() -> None:
@@ -222,13 +222,13 @@ def test_the_reservation_is_saved_and_not_charged_again() -> None:
 
 
 def test_the_decision_and_its_prepared_inputs_are_saved_and_not_repeated() -> None:
-    store, tools = MemoryCheckpointStore(), Tools()
+    store, tools = MemoryCheckpointStore(), Tools("safe")
     agent, decide = build(store, tools)
     crash_after(store, 2, agent)
     node = saved(store)["agent"]
     assert node["turn"]["phase"] == "decided"
     assert [(c["id"], c["tool"], c["input"], c["status"]) for c in node["turn"]["calls"]] == [
-        ("a", "add", {"x": 1}, "pending"),
+        ("a", "add", {"x": 1}, "running"),
         ("b", "add", {"x": 2}, "pending"),
     ]
     assert node["spent"] == {"calls": 2, "decisions": 1}
@@ -238,27 +238,27 @@ def test_the_decision_and_its_prepared_inputs_are_saved_and_not_repeated() -> No
     assert run.status == "completed"
     assert [turn for turn, _ in decide.seen] == [1, 2]  # turn 1 is not decided again
     assert tools.transforms == 2  # argument transforms are not repeated
-    assert [x for x, _ in tools.ran] == [1, 2]  # pending calls dispatched once
+    assert [x for x, _ in tools.ran] == [1, 1, 2]  # a (safe) again, b (pending) once
 
 
 def test_the_admission_survives_a_restart_at_the_limit() -> None:
     """Budgets are restored: an admitted batch is not charged again, the next one is."""
-    store, tools = MemoryCheckpointStore(), Tools()
+    store, tools = MemoryCheckpointStore(), Tools("safe")
     again = {"kind": "continue", "calls": [{"id": "c", "tool": "add", "input": {"x": 5}}]}
     agent, _ = build(store, tools, decisions=[TWO_CALLS, again, _finish], limits={"max_calls": 2})
     crash_after(store, 2, agent)
     run = agent.run({})
     assert run.status == "failed"
     assert "TUBELESS_AGENT_LIMIT_REACHED" in codes(run)
-    assert "consumed=2, requested=1" in run.errors[0].message
-    assert [x for x, _ in tools.ran] == [1, 2]
+    assert "consumed=2, requested=1" in str(run.errors[0].to_dict())
+    assert [x for x, _ in tools.ran] == [1, 1, 2]
 
 
 @pytest.mark.parametrize("replay", ["unsafe", "safe"])
 def test_a_running_call_is_interrupted_or_rerun_by_its_replay_mode(replay: str) -> None:
     store, tools = MemoryCheckpointStore(), Tools(replay)
     agent, _ = build(store, tools)
-    crash_after(store, 3, agent)
+    crash_after(store, 2, agent)
     assert [c["status"] for c in saved(store)["agent"]["turn"]["calls"]] == ["running", "pending"]
 
     tools.ran.clear()
@@ -276,7 +276,7 @@ def test_a_running_call_is_interrupted_or_rerun_by_its_replay_mode(replay: str) 
 def test_a_completed_outcome_is_reused_never_dispatched_again() -> None:
     store, tools = MemoryCheckpointStore(), Tools()
     agent, _ = build(store, tools)
-    crash_after(store, 4, agent)
+    crash_after(store, 3, agent)
     entry = saved(store)["agent"]["turn"]["calls"][0]
     assert entry["status"] == "completed"
     assert entry["outcome"] == {"id": "a", "tool": "add", "ok": True, "value": 1}
@@ -300,7 +300,7 @@ def test_a_tool_error_outcome_is_reused_as_it_was() -> None:
         description="Refuse", input_schema={"type": "object"}, output_schema={}, run=refuse
     )
     agent, _ = build(store, Tools(), tool_map={"add": tool})
-    crash_after(store, 6, agent)
+    crash_after(store, 5, agent)
     run = agent.run({})
     assert run.value == {"n": 0, "seen": ["NOPE", "NOPE"]}
     assert len(failures) == 2
@@ -325,7 +325,7 @@ def test_the_reduced_state_is_saved_before_the_next_decision() -> None:
         implementation_version="1",
         durability=Durability(store=store, key=KEY),
     )
-    crash_after(store, 7, agent)
+    crash_after(store, 6, agent)
     node = saved(store)["agent"]
     assert node["execution"] == {
         "state": {"n": 3, "seen": [1, 2]},
@@ -488,11 +488,11 @@ def test_a_second_owner_of_the_key_is_busy() -> None:
 def test_after_a_failed_write_the_run_stops_and_the_next_run_reads_what_was_saved() -> None:
     store, tools = MemoryCheckpointStore(), Tools()
     agent, _ = build(store, tools)
-    store.fail_after = 4
+    store.fail_after = 3
     run = agent.run({})
     assert run.status == "failed"
     assert [x for x, _ in tools.ran] == [1]  # the intent of b was never saved: b never ran
-    assert store.writes == 4
+    assert store.writes == 3
     store.fail_after = None
     assert agent.run({}).value == {"n": 3, "seen": [1, 2]}
     assert [x for x, _ in tools.ran] == [1, 2]
@@ -617,7 +617,7 @@ def test_outcomes_keep_decision_order_whatever_order_they_are_saved_in() -> None
 def test_traces_mark_reused_and_interrupted_calls() -> None:
     store, tools = MemoryCheckpointStore(), Tools()
     agent, _ = build(store, tools)
-    crash_after(store, 5, agent)  # a completed, b running
+    crash_after(store, 4, agent)  # a completed, b running
     sink = MemoryTraceSink()
     assert agent.run({}, context={"tracing": sink}).status == "completed"
     attributes = [
@@ -673,9 +673,9 @@ def test_a_durable_subagent_joins_its_parents_journal_and_resumes_inside_it() ->
         return agent, decide
 
     agent, _ = parent()
-    # Parent: reservation, decision, intent d; child: reservation, decision, intent a,
-    # outcome a; then the child's intent b fails.
-    crash_after(store, 7, agent)
+    # Parent: reservation, decision with intent d; child: reservation, decision with
+    # intent a, outcome a; then the child's intent b fails.
+    crash_after(store, 5, agent)
     child = saved(store)["agent"]["turn"]["calls"][0]["child"]
     assert [c["status"] for c in child["turn"]["calls"]] == ["completed", "pending"]
     assert saved(store)["agent"]["spent"]["decisions"] == 1

@@ -106,6 +106,7 @@ class _Batch:
         self._controls = RunControls(dry_run=context.dry_run)
         self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
         self.failure: BaseException | None = None
+        self.begun: set[int] = set()
         self._lock = threading.Lock()
         self._progress = _CallsProgress(self._calls, context) if watched else None
 
@@ -136,22 +137,22 @@ class _Batch:
         journal = self._invocation.journal
         if journal is None:
             return self._dispatch(call, None)
+        self.begun.add(index)
         entry = journal.entries[index]
-        status = entry["status"]
-        if status == "completed":
+        if entry["status"] == "completed":
             outcome = saved_outcome(entry)
             self._record(call, outcome, "agent.replayed")
             return outcome
         spec = self._runtime.tools[call.tool]
         resumes = isinstance(spec, PipelineToolSpec) and spec.subagent and spec.durable
-        if status == "running" and spec.replay != "safe" and not resumes:
+        if journal.stale(index) and spec.replay != "safe" and not resumes:
             # Running when the process died, and not safe to repeat: the model decides.
             outcome = interrupted_outcome(entry)
             journal.complete(index, outcome, None)
             self._record(call, outcome, "agent.interrupted")
             return outcome
         slot = CallSlot(journal, index)
-        journal.start(index)
+        journal.launch(index)
         outcome = self._dispatch(call, slot)
         journal.complete(index, outcome, slot)
         return outcome
@@ -253,7 +254,14 @@ class CallsStep:
         batch = _Batch(self._runtime, decision, context)
         workers = self._runtime.limits.max_concurrency
         pool = invocation.pool(workers - 1) if workers > 1 and len(decision.calls) > 1 else None
-        run_lazily(len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool)
+        try:
+            run_lazily(
+                len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool
+            )
+        finally:
+            if invocation.journal is not None:
+                unstarted = set(range(len(decision.calls))) - batch.begun
+                invocation.journal.never_started(sorted(unstarted))
         if batch.failure is not None:
             raise batch.failure
         raise_if_cancelled(context.signal)

@@ -419,12 +419,14 @@ def check_identity(node: Mapping[str, Any], identity: NodeIdentity) -> None:
 class AgentJournal:
     """One agent's node in a journal, and the writes an invocation makes to it."""
 
-    __slots__ = ("agent_path", "journal", "node")
+    __slots__ = ("agent_path", "journal", "launched", "node")
 
     def __init__(self, journal: Journal, node: dict[str, Any], agent_path: str) -> None:
         self.journal = journal
         self.node = node
         self.agent_path = agent_path
+        self.launched = 0
+        """How many leading calls of the current batch this process saved as running."""
 
     @classmethod
     def root(cls, journal: Journal, identity: NodeIdentity) -> AgentJournal:
@@ -477,6 +479,7 @@ class AgentJournal:
         return None
 
     def _commit_execution(self, execution: Mapping[str, Any]) -> None:
+        self.launched = 0
         node = self.node
         turn = node["turn"]
         if turn is not None:
@@ -501,15 +504,19 @@ class AgentJournal:
         """Record the reduced state; it is saved with the next write, before later work."""
         self.journal.change(lambda: self._commit_execution(execution), durable=False)
 
-    def decided(self, calls: list[dict[str, Any]]) -> None:
-        """Save the validated batch with its prepared inputs, and its admission."""
+    def decided(self, calls: list[dict[str, Any]], starting: int) -> None:
+        """Save the validated batch with its prepared inputs and its admission.
+
+        The first `starting` calls start at once when the write returns, so their intents
+        (`running`) share this write: each is durable before its call starts.
+        """
         entries = [
             {
                 **call,
                 "input": _plain_json(call["input"], f"Agent call {quote(call['id'])} input"),
-                "status": "pending",
+                "status": "running" if index < starting else "pending",
             }
-            for call in calls
+            for index, call in enumerate(calls)
         ]
 
         def mutate() -> None:
@@ -519,6 +526,28 @@ class AgentJournal:
             self.node["spent"]["calls"] += len(calls)
 
         self.journal.change(mutate)
+        self.launched = starting
+
+    def stale(self, index: int) -> bool:
+        """Whether call `index` was running when an earlier process stopped."""
+        return self.entries[index]["status"] == "running" and index >= self.launched
+
+    def never_started(self, indices: list[int]) -> None:
+        """Calls the decision saved as running that never started: pending again (saved
+        with the next write, e.g. the flush of a cancelled execution)."""
+
+        def mutate() -> None:
+            for index in indices:
+                if index < self.launched and self.entries[index]["status"] == "running":
+                    self.entries[index]["status"] = "pending"
+
+        if indices:
+            self.journal.change(mutate, durable=False)
+
+    def launch(self, index: int) -> None:
+        """Save call `index`'s intent before it starts (unless the decision saved it)."""
+        if index >= self.launched:
+            self.start(index)
 
     def finished(self, result: Any) -> None:
         """Save the validated finish result."""
@@ -526,7 +555,7 @@ class AgentJournal:
         self.journal.change(lambda: self.node.__setitem__("result", saved))
 
     def start(self, index: int) -> None:
-        """Save call `index`'s intent before it starts."""
+        """Save call `index`'s intent."""
         self.journal.change(lambda: self.entries[index].__setitem__("status", "running"))
 
     def complete(self, index: int, outcome: Mapping[str, Any], slot: CallSlot | None) -> None:

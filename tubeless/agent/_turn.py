@@ -209,7 +209,11 @@ class DecideStep:
         self._admit(execution, invocation, len(batch))
         prepared = self._prepare(decision, context, invocation.budget)
         if journal is not None:
-            journal.decided([{"id": c.id, "tool": c.tool, "input": c.input} for c in prepared])
+            # The calls step starts this many at once (see `run_lazily`).
+            starting = min(self._runtime.limits.max_concurrency, len(prepared))
+            journal.decided(
+                [{"id": c.id, "tool": c.tool, "input": c.input} for c in prepared], starting
+            )
         return PreparedBatch(prepared)
 
     def _restore(self, saved: Mapping[str, Any], context: StepContext) -> tuple[PreparedCall, ...]:
