@@ -40,6 +40,8 @@ def test_the_file_is_private_in_wal_mode_with_its_own_table(tmp_path: Path) -> N
     path = tmp_path / "checkpoints.db"
     lease = SqliteCheckpointStore(path).acquire("k")
     lease.write("text")
+    for sidecar in ("-wal", "-shm"):
+        assert stat.S_IMODE(path.with_name(path.name + sidecar).stat().st_mode) == 0o600
     lease.close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     with sqlite3.connect(path) as connection:

@@ -689,3 +689,38 @@ def test_a_durable_subagent_joins_its_parents_journal_and_resumes_inside_it() ->
     assert tools.ran[1][1] == ExecutionIds(execution_id, "parent/1/d", 1, "b")
     node = saved(store)["agent"]
     assert node["spent"] == {"calls": 3, "decisions": 4}
+
+
+def test_what_a_non_durable_subagent_spent_is_saved_with_its_outcome() -> None:
+    """A plain subagent's charges survive the parent's restart (saved as `consumed`)."""
+    store, tools = MemoryCheckpointStore(), Tools()
+    child = define_agent(
+        id="plain-child",
+        input_schema={"type": "object"},
+        result_schema={"type": "object"},
+        initial_state=lambda options: {"n": 0, "seen": []},
+        decide=scripted_decide([TWO_CALLS, _finish]),
+        reduce=_sum,
+        tools={"add": tools.tool()},
+    )
+    delegate = {
+        "kind": "continue",
+        "calls": [
+            {"id": "d", "tool": "child", "input": {}},
+            {"id": "e", "tool": "add", "input": {"x": 5}},
+        ],
+    }
+    agent, _ = build(
+        store,
+        tools,
+        decisions=[delegate, _finish],
+        tool_map={"child": pipeline_tool(child, description="Child"), "add": tools.tool()},
+    )
+    crash_after(store, 3, agent)  # reservation, decision with intent d, outcome d
+    entry = saved(store)["agent"]["turn"]["calls"][0]
+    assert entry["status"] == "completed"
+    assert entry["consumed"] == {"calls": 2, "decisions": 2}
+    run = agent.run({})
+    assert run.status == "completed"
+    assert [x for x, _ in tools.ran] == [1, 2, 5]  # the child ran once
+    assert saved(store)["agent"]["spent"] == {"calls": 4, "decisions": 4}

@@ -94,7 +94,8 @@ class ToolContext(_StepServices):
 
     Attributes:
         execution: the call's stable ids (`id`, `agent`, `turn`, `call`), the same when a
-            durable agent resumes; `None` in a dry run's preview.
+            durable agent resumes (without durability, `id` is the agent's run id); `None`
+            only for a context made by hand.
     """
 
     __slots__ = ("execution",)

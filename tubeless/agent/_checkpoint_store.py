@@ -9,7 +9,8 @@ lease whose process died is released by the operating system.
 `SqliteCheckpointStore` keeps checkpoints in their own SQLite file (WAL,
 `synchronous=FULL`, created with mode 0600) and leases keys with `flock` on one empty
 lock file per key in the directory `<path>-locks` (the kernel drops the lock with the
-last descriptor of a dead process; there are no PID files to go stale).
+last descriptor of a dead process; there are no PID files to go stale). `sqlite3` loads
+when the first lease is taken.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import sqlite3
 import threading
 import typing
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tubeless.errors import AgentError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 BUSY_CODE = "TUBELESS_AGENT_EXECUTION_BUSY"
 WRITE_FAILED_CODE = "TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED"
@@ -101,6 +104,8 @@ class SqliteCheckpointStore:
         return f"SqliteCheckpointStore({str(self.path)!r})"
 
     def _connect(self) -> sqlite3.Connection:
+        import sqlite3  # on first use: `import tubeless` never loads SQLite
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _private_file(self.path)
@@ -212,6 +217,8 @@ class _SqliteLease:
         Raises:
             AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when SQLite refuses.
         """
+        import sqlite3
+
         try:
             self._open().execute(
                 "INSERT INTO agent_checkpoints (key, checkpoint, writes) VALUES (?, ?, 1) "
