@@ -21,6 +21,8 @@ from tubeless.testing import MemoryCheckpointStore, scripted_decide
 
 def test_a_lease_reads_what_it_wrote_and_a_new_lease_reads_it_back(tmp_path: Path) -> None:
     store = SqliteCheckpointStore(tmp_path / "sub" / "checkpoints.db")
+    assert (store.keys(), store.read("k")) == ([], None)
+    assert not (tmp_path / "sub").exists()  # inspecting creates nothing
     lease = store.acquire("k")
     assert lease.read() is None
     lease.write("one")

@@ -585,6 +585,8 @@ def test_outcomes_keep_decision_order_whatever_order_they_are_saved_in() -> None
     assert _reverse_agent(recording, order, reduced).run({}).status == "completed"
     assert order == ["c", "b", "a"]
     assert reduced == [["a", "b", "c"]]
+    decided = next(d["agent"]["turn"] for d in recording.texts if d["agent"]["turn"]["calls"])
+    assert [entry["status"] for entry in decided["calls"]] == ["running"] * 3  # one write
     completed: list[str] = []
     for document in recording.texts:
         turn = document["agent"]["turn"]

@@ -175,13 +175,17 @@ class SqliteCheckpointStore:
         return _SqliteLease(key, connection, descriptor)
 
     def keys(self) -> list[str]:
-        """Every key with a saved checkpoint, sorted."""
+        """Every key with a saved checkpoint, sorted (none when the file does not exist)."""
+        if not self.path.exists():
+            return []
         with contextlib.closing(self._connect()) as connection:
             rows = connection.execute("SELECT key FROM agent_checkpoints ORDER BY key")
             return [row[0] for row in rows]
 
     def read(self, key: str) -> str | None:
         """The checkpoint saved under `key`, read without leasing it (for inspection)."""
+        if not self.path.exists():
+            return None
         with contextlib.closing(self._connect()) as connection:
             row = connection.execute(
                 "SELECT checkpoint FROM agent_checkpoints WHERE key = ?", (key,)

@@ -93,7 +93,11 @@ class Durability:
         store: a checkpoint store (`SqliteCheckpointStore`, `MemoryCheckpointStore`, or
             anything with `acquire(key) -> lease`).
         key: the execution key, or `key(validated_options) -> str`; nonblank, at most 4096
-            characters. Running again with the same key resumes the execution.
+            characters. Running again with the same key resumes the execution. A run's
+            context `execution_key` (the CLI's `--execution-key`) takes its place.
+
+    A durable agent called as a subagent of a durable agent ignores its own store and key:
+    it joins the parent's journal, below the call that started it.
 
     Raises:
         AgentDefinitionError: when `store` has no `acquire`.

@@ -165,7 +165,7 @@ class DecideStep:
         saved = journal.saved_turn(execution.turn) if journal is not None else None
         if saved is not None and saved["phase"] == "decided":
             # Decided before the restart: the saved batch, admitted and prepared once.
-            return PreparedBatch(self._restore(saved, context))
+            return PreparedBatch(self._restore(saved))
         if saved is None:
             invocation.budget.admit_decision()
             if journal is not None:
@@ -216,7 +216,7 @@ class DecideStep:
             )
         return PreparedBatch(prepared)
 
-    def _restore(self, saved: Mapping[str, Any], context: StepContext) -> tuple[PreparedCall, ...]:
+    def _restore(self, saved: Mapping[str, Any]) -> tuple[PreparedCall, ...]:
         """The prepared calls of a saved batch: saved inputs, plans made again (pure)."""
         runtime = self._runtime
         prepared = []
