@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
 
 from tubeless import Durability, define_agent, define_tool, pipeline_tool
 from tubeless.agent import AgentTool, ExecutionIds
+from tubeless.agent._journal import Journal
 from tubeless.errors import AgentDefinitionError, AgentError
 from tubeless.pipeline import Pipeline, RunControls
 from tubeless.schema import validator
@@ -726,3 +728,44 @@ def test_what_a_non_durable_subagent_spent_is_saved_with_its_outcome() -> None:
     assert run.status == "completed"
     assert [x for x, _ in tools.ran] == [1, 2, 5]  # the child ran once
     assert saved(store)["agent"]["spent"] == {"calls": 4, "decisions": 4}
+
+
+def test_changes_waiting_on_a_write_share_the_next_one() -> None:
+    """Group commit: two outcomes arriving during a write are saved together, once each."""
+    release = threading.Event()
+    texts: list[dict[str, Any]] = []
+
+    class GatedLease:
+        def read(self) -> str | None:
+            return None
+
+        def write(self, text: str) -> None:
+            if not texts:
+                assert release.wait(10)
+            texts.append(json.loads(text))
+
+        def close(self) -> None:
+            pass
+
+    journal = Journal(GatedLease(), {"outcomes": []})
+    outcomes: list[str] = journal.document["outcomes"]
+
+    def arrive(name: str) -> None:
+        journal.change(lambda: outcomes.append(name))
+
+    first = threading.Thread(target=arrive, args=("c",))
+    first.start()
+    deadline = time.monotonic() + 10
+    while not journal.writing and time.monotonic() < deadline:
+        time.sleep(0.001)
+    others = [threading.Thread(target=arrive, args=(name,)) for name in "ba"]
+    for thread in others:
+        thread.start()
+    while len(outcomes) < 3 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    release.set()
+    for thread in (first, *others):
+        thread.join(10)
+    assert texts[0] == {"outcomes": ["c"]}
+    assert [sorted(text["outcomes"]) for text in texts[1:]] == [["a", "b", "c"]]
+    assert journal.writes == 2

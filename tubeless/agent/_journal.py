@@ -193,6 +193,11 @@ class Journal:
                 self._sync(self._sequence)
 
     @property
+    def writing(self) -> bool:
+        """Whether a write is in progress (changes made meanwhile go in the next one)."""
+        return self._writing
+
+    @property
     def failed(self) -> bool:
         """Whether a write failed (nothing more is written)."""
         return self._failure is not None
