@@ -34,7 +34,7 @@ from typing import Any
 from _measure import Verdict, format_table, median, seconds
 from jsonschema import Draft202012Validator
 
-from tubeless.agent import define_agent, define_tool
+from tubeless.agent import Durability, define_agent, define_tool
 from tubeless.pipeline import Pipeline
 from tubeless.testing import MemoryTraceSink
 from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, TraceSink
@@ -136,6 +136,7 @@ def build_agent(
     initial_state: Callable[[Any], Any] = lambda options: {"n": 0},
     reduce: Reducer = count_calls,
     on_turn: Callable[[int], None] | None = None,
+    durability: Durability | None = None,
 ) -> Pipeline:
     """Define the W(N, K) agent, limits allowing exactly N turns of K calls."""
     tool = define_tool(
@@ -158,6 +159,8 @@ def build_agent(
             "max_decisions": turns + 1,
             "max_concurrency": calls,
         },
+        implementation_version=None if durability is None else "bench",
+        durability=durability,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import bench_agent
 import bench_delegation
+import bench_durable
 import bench_executors
 import bench_inserts
 import bench_memory
@@ -168,12 +169,42 @@ def run_executors_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     return []
 
 
+def run_durable_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Durable W(200, 4) against LangGraph's sync SQLite checkpoints (when installed)."""
+    plan = bench_durable.QUICK if quick else bench_durable.FULL
+    measured = bench_durable.measure(plan)
+    title = "Durable execution: SqliteCheckpointStore against LangGraph durability='sync'"
+    emit(_section(title) + bench_durable.format_durable(measured, plan))
+    figures["durable"] = {
+        "turns": plan.turns,
+        "calls": plan.calls,
+        "variants": bench_durable.summary(plan, measured),
+    }
+    ratio = bench_durable.ratio(plan, measured)
+    if ratio is None:
+        return []
+    rows = figures["durable"]["variants"]
+    detail = (
+        f"{rows['tubeless durable']['usPerCall']:.0f} us vs "
+        f"{rows['langgraph sync']['usPerCall']:.0f} us per call"
+    )
+    return [
+        Verdict(
+            target="durable agent per call vs LangGraph sync checkpoints",
+            value=ratio,
+            limit=1.0,
+            detail=detail,
+        )
+    ]
+
+
 BENCHES = (
     run_agent_bench,
     run_memory_bench,
     run_state_bench,
     run_delegation_bench,
     run_executors_bench,
+    run_durable_bench,
     run_trace_store_bench,
     run_otel_bench,
 )

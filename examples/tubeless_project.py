@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import agent as scripted
 import agent_delegation
+import agent_durable
 import agent_openai
 
 from tubeless import define_project
 
-project = define_project("examples", [scripted.agent, agent_openai.agent, agent_delegation.planner])
+project = define_project(
+    "examples",
+    [scripted.agent, agent_openai.agent, agent_delegation.planner, agent_durable.agent],
+)
 """The example project."""

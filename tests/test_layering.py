@@ -45,10 +45,10 @@ ALLOWED = {
 LEAVES = {"_public", "_types", "_quote"}
 ALLOWED["_quote"] = set()
 # Third-party imports that must stay in one place.
-CONFINED = {
+CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "jsonschema": "schema",
     "referencing": "schema",
-    "sqlite3": "trace/_sqlite.py",
+    "sqlite3": ("trace/_sqlite.py", "agent/_checkpoint_store.py"),
     "argparse": "cli",
     "opentelemetry": "trace/otel/",
     "requests": None,

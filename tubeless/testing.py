@@ -11,6 +11,7 @@ from tubeless import agent, errors, trace
 
 __all__ = [
     "FakeClock",
+    "MemoryCheckpointStore",
     "MemoryTraceSink",
     "RecordingLogger",
     "ScriptedDecide",
@@ -72,6 +73,90 @@ class MemoryTraceSink:
         """Refuse later records; the kept ones stay readable."""
         with self._lock:
             self.closed = True
+
+
+_WRITE_FAILED = "TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED"
+
+
+class MemoryCheckpointStore:
+    """A checkpoint store in memory, for durable agents in tests (one process only).
+
+    Leases follow the store protocol: one live lease per key (a second `acquire` raises
+    `TUBELESS_AGENT_EXECUTION_BUSY`), `write` replaces the text, `close` keeps it.
+    Thread-safe.
+
+    Args:
+        fail_after: when set, the store takes this many writes in all and then refuses
+            every later one with `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` (the text saved
+            stays the last one taken), as a broken disk would. Settable later.
+    """
+
+    def __init__(self, *, fail_after: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._texts: dict[str, str] = {}
+        self._held: set[str] = set()
+        self.fail_after = fail_after
+        self.writes = 0
+        """Writes taken so far (every key)."""
+
+    def acquire(self, key: str) -> _MemoryLease:
+        """Lease `key`.
+
+        Raises:
+            AgentError: `TUBELESS_AGENT_EXECUTION_BUSY` while another lease holds it.
+        """
+        with self._lock:
+            if key in self._held:
+                raise errors.AgentError(
+                    f"Execution {key[:200]!r} is running elsewhere (its checkpoint is leased)",
+                    code="TUBELESS_AGENT_EXECUTION_BUSY",
+                )
+            self._held.add(key)
+        return _MemoryLease(self, key)
+
+    def checkpoint(self, key: str) -> str | None:
+        """The text saved under `key` (without leasing it)."""
+        with self._lock:
+            return self._texts.get(key)
+
+    def put(self, key: str, text: str) -> None:
+        """Replace what is saved under `key` (to test corrupt or foreign checkpoints)."""
+        with self._lock:
+            self._texts[key] = text
+
+    def _write(self, key: str, text: str) -> None:
+        with self._lock:
+            if self.fail_after is not None and self.writes >= self.fail_after:
+                raise errors.AgentError(
+                    f"MemoryCheckpointStore fails after {self.fail_after} writes",
+                    code=_WRITE_FAILED,
+                )
+            self.writes += 1
+            self._texts[key] = text
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            self._held.discard(key)
+
+
+class _MemoryLease:
+    def __init__(self, store: MemoryCheckpointStore, key: str) -> None:
+        self._store = store
+        self._key = key
+        self._open = True
+
+    def read(self) -> str | None:
+        return self._store.checkpoint(self._key)
+
+    def write(self, text: str) -> None:
+        if not self._open:
+            raise errors.AgentError("Checkpoint lease is closed", code=_WRITE_FAILED)
+        self._store._write(self._key, text)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._store._release(self._key)
 
 
 class FakeClock:

@@ -255,7 +255,7 @@ def test_a_subagent_result_comes_back_as_the_value() -> None:
         ({"input_schema": TEXT}, "needs input_schema and map_options together"),
         ({"map_options": lambda a: a}, "needs input_schema and map_options together"),
         ({"input_schema": TEXT, "map_options": 3}, "map_options must be callable"),
-        ({"replay": "maybe"}, "replay must be None, 'safe' or 'unsafe', got 'maybe'"),
+        ({"replay": "maybe"}, "replay must be 'safe' or 'unsafe', got 'maybe'"),
     ],
 )
 def test_definition_errors_name_the_problem(kwargs: dict[str, Any], message: str) -> None:
@@ -281,10 +281,12 @@ def test_a_child_without_an_options_descriptor_needs_an_explicit_one() -> None:
     assert tool.input_json_schema == {"type": "object"}
 
 
-@pytest.mark.parametrize("replay", [None, "safe", "unsafe"])
+@pytest.mark.parametrize("replay", ["safe", "unsafe"])
 def test_replay_modes_are_accepted(replay: Any) -> None:
-    """The three replay modes define a tool (they have no effect yet)."""
+    """Both replay modes define a tool; `None` (the old "not said") is refused."""
     assert pipeline_tool(_shout(Log()), description="Shout", replay=replay).description == "Shout"
+    with pytest.raises(AgentDefinitionError, match="replay must be"):
+        pipeline_tool(_shout(Log()), description="Shout", replay=None)  # type: ignore[arg-type]
 
 
 def test_each_transform_runs_once_per_call() -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tubeless import SqliteCheckpointStore
 from tubeless.trace import SqliteTraceStore, validate_record
 
 pytestmark = pytest.mark.slow
@@ -203,3 +205,60 @@ def test_history_json_of_an_agent_run_has_agent_history(cli: Any) -> None:
         "tool": "research",
     }
     assert detail["steps"][0]["id"] == "agent"
+
+
+def test_history_of_a_resumed_durable_agent_marks_reused_and_interrupted_calls(
+    cli: Any,
+) -> None:
+    """Killed while `effect-2` runs, resumed: effect-1 is reused, effect-2 interrupted."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    cli.write("agent_durable.py", (examples / "agent_durable.py").read_text("utf-8"))
+    store, checkpoints = ".tubeless/runs.sqlite", cli.directory / "checkpoints.db"
+    arguments = ("run", "--store", store, "agent_durable.py", "--", "--effects", "e.txt")
+    environment = {"AGENT_DURABLE_STORE": str(checkpoints)}
+    first = cli.spawn(
+        *arguments, "--count", "2", env={**environment, "AGENT_DURABLE_SLOW_EFFECT": "effect-2"}
+    )
+    try:
+        key = "effects:e.txt"
+        for _ in range(3000):
+            text = SqliteCheckpointStore(checkpoints).read(key) if checkpoints.exists() else None
+            turn = json.loads(text)["agent"]["turn"] if text else None
+            if turn and [c["status"] for c in turn["calls"]] == ["completed", "running"]:
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("effect-2 never started")
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    resumed = cli(*arguments, "--count", "2", env=environment)
+    assert resumed.code == 0, resumed.stderr
+    assert resumed.stdout == "2 effects, each once (interrupted: effect-2.1)\n"
+    runs = json.loads(cli("history", "--json").stdout)["runs"]
+    run_id = [run["runId"] for run in runs if run["pipelineId"] == "durable-effects"][-1]
+
+    tree = cli("history", run_id).stdout.split("\nAgent tree:\n", 1)[1]
+    lines = [re.sub(r"  \d+(\.\d+)?ms$", "", line) for line in tree.splitlines()]
+    assert lines[1:4] == [
+        "  turn 1  completed",
+        "    call effect-1.1  append  completed  reused",
+        "    call effect-2.1  append  failed  TUBELESS_AGENT_CALL_INTERRUPTED  interrupted",
+    ]
+    detail = json.loads(cli("history", "--json", run_id).stdout)
+    calls = detail["agentHistory"]["agents"][0]["turns"][0]["calls"]
+    assert [call.get("replay") for call in calls] == ["reused", "interrupted"]
+
+
+def test_execution_key_chooses_the_durable_key(cli: Any) -> None:
+    """`--execution-key` (declared by the example's command) replaces the key from options."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    cli.write("agent_durable.py", (examples / "agent_durable.py").read_text("utf-8"))
+    environment = {"AGENT_DURABLE_STORE": str(cli.directory / "c.db")}
+    arguments = ("run", "agent_durable.py", "--", "--effects", "e.txt", "--count", "1")
+    first = cli(*arguments, "--execution-key", "night-batch", env=environment)
+    assert (first.code, first.stdout) == (0, "1 effects, each once (interrupted: none)\n")
+    again = cli(*arguments, "--execution-key", "night-batch", env=environment)
+    assert again.code == 0
+    assert SqliteCheckpointStore(cli.directory / "c.db").keys() == ["night-batch"]
+    assert (cli.directory / "e.txt").read_text("utf-8").count("\n") == 1  # resumed: done

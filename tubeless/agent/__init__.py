@@ -11,8 +11,14 @@ from tubeless._types import (
 )
 from tubeless.agent._agent import define_agent
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
+from tubeless.agent._checkpoint_store import (
+    CheckpointLease,
+    CheckpointStore,
+    SqliteCheckpointStore,
+)
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
 from tubeless.agent._function_tools import tool_from_function
+from tubeless.agent._journal import Durability, ExecutionIds
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._pipeline_tool import pipeline_tool
 from tubeless.agent._remote import RemoteSignal, RemoteToolContext
@@ -24,15 +30,20 @@ __all__ = [
     "AgentCall",
     "AgentLimits",
     "AgentTool",
+    "CheckpointLease",
+    "CheckpointStore",
     "ContinueDecision",
     "DecideCallback",
     "DecisionContext",
+    "Durability",
+    "ExecutionIds",
     "FinishDecision",
     "InitialStateCallback",
     "ReduceCallback",
     "RemoteSignal",
     "RemoteToolContext",
     "RemoteToolHandler",
+    "SqliteCheckpointStore",
     "ToolContext",
     "ToolDryRun",
     "ToolError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +12,14 @@ from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
 from tubeless.agent._budget import Budget
 from tubeless.agent._calls import CallsStep
-from tubeless.agent._delegate import AGENT_DEFINITIONS, PipelineToolSpec, delegation_of
+from tubeless.agent._delegate import (
+    AGENT_DEFINITIONS,
+    DURABLE_AGENTS,
+    Delegation,
+    PipelineToolSpec,
+    delegation_of,
+)
+from tubeless.agent._journal import AgentJournal, Durability, Journal, NodeIdentity
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._pipeline_tool import pipeline_tool_pipeline
 from tubeless.agent._state import own_state
@@ -31,7 +39,7 @@ from tubeless.agent._turn import (
     Invocation,
     ReduceStep,
 )
-from tubeless.errors import AgentDefinitionError
+from tubeless.errors import AgentDefinitionError, ToolError
 from tubeless.pipeline import (
     Pipeline,
     StepAnnotation,
@@ -40,7 +48,13 @@ from tubeless.pipeline import (
     define_pipeline,
     fingerprint,
 )
-from tubeless.pipeline.lowlevel import IterationRunner, observed, raise_if_cancelled
+from tubeless.pipeline.lowlevel import (
+    IterationRunner,
+    execution_key_of,
+    is_cancellation,
+    observed,
+    raise_if_cancelled,
+)
 
 TOOL_LIMIT = 4096
 
@@ -141,33 +155,160 @@ def _turn_pipeline(agent_id: str, runtime: AgentRuntime) -> Pipeline:
     return define_pipeline(id=f"{agent_id}/turn", steps=[decide, calls, reduce], finalize=reduce)
 
 
+def _replay_step(inputs: Mapping[str, Any], context: StepContext) -> Any:
+    """A reused or interrupted call, shown in traces as its own call run."""
+    options = context.options
+    context.report_attempt(1, options["attributes"])
+    outcome = options["outcome"]
+    if not outcome["ok"]:
+        raise ToolError(outcome["error"]["code"], outcome["error"]["message"])
+    return outcome["value"]
+
+
+def _replay_pipeline(agent_id: str) -> Pipeline:
+    step = create_steps().step("tool", run=_replay_step, dry_run=_replay_step)
+    return define_pipeline(id=f"{agent_id}/journal", steps=[step], finalize=step)
+
+
+def _tool_kind(spec: Any) -> str:
+    if not isinstance(spec, PipelineToolSpec):
+        return f"tool:{spec.replay}"
+    kind = "durable-agent" if spec.durable else "agent" if spec.subagent else "pipeline"
+    return f"{kind}:{spec.replay}"
+
+
+def _options_fingerprint(options: Any) -> str:
+    try:
+        return fingerprint(options)
+    except (TypeError, ValueError):
+        return fingerprint(repr(options))
+
+
 class AgentStep:
     """Step `agent`: own the initial state, then iterate turns until one finishes."""
 
     def __init__(self, runtime: AgentRuntime, turn: Pipeline) -> None:
         self._runtime = runtime
         self._turn = turn
+        self.definition_id = ""
+        """The agent's own definition id, bound once the pipeline is defined."""
+
+    def _identity(self, options: Any) -> NodeIdentity:
+        runtime = self._runtime
+        return NodeIdentity(
+            agent=runtime.agent_id,
+            definition_id=self.definition_id,
+            options=_options_fingerprint(options),
+            limits=runtime.limits.to_dict(),
+            tools={name: _tool_kind(spec) for name, spec in runtime.tools.items()},
+        )
+
+    def _journal(
+        self, context: StepContext, delegation: Delegation | None
+    ) -> tuple[Journal | None, AgentJournal | None]:
+        """Open this invocation's node: in the parent's journal, or under its own lease."""
+        durability = self._runtime.durability
+        if durability is None or context.dry_run:
+            return None, None
+        if delegation is not None and delegation.slot is not None:
+            return None, delegation.slot.child(self._identity(context.options))
+        journal = Journal.open(durability, context.options, execution_key_of(context))
+        try:
+            return journal, AgentJournal.root(journal, self._identity(context.options))
+        except BaseException:
+            journal.close()
+            raise
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         raise_if_cancelled(context.signal)
         delegation = delegation_of(context)
+        owned, journal = self._journal(context, delegation)
+        try:
+            return self._invoke(inputs, context, delegation, journal)
+        except Exception as error:
+            if journal is not None:
+                # A cancelled execution stays resumable: save progress, never a failure.
+                with contextlib.suppress(Exception):
+                    if is_cancellation(error, context.signal):
+                        journal.journal.flush()
+                    else:
+                        journal.fail(error)
+            raise
+        finally:
+            if owned is not None:
+                owned.close()
+
+    def _invocation(
+        self, context: StepContext, delegation: Delegation | None, journal: AgentJournal | None
+    ) -> Invocation:
+        """The invocation's budget (restored from the journal) and its stable ids."""
         limits = self._runtime.limits
         if delegation is None:
             budget = Budget(limits, context.run_id)
         else:
             budget = Budget(limits, context.run_id, delegation.budget)
+            if delegation.slot is not None and journal is None:
+                delegation.slot.budget = budget
             if delegation.attributes is not None and observed(context):
                 context.report_attempt(1, delegation.attributes)
-        invocation = Invocation(context.run_id, context.options, budget)
+        ids = delegation.ids if delegation is not None else None
+        if journal is not None:
+            budget.calls, budget.decisions = journal.totals()
+            execution_id, agent_path = journal.execution_id, journal.agent_path
+        elif ids is not None:
+            execution_id, agent_path = ids.id, f"{ids.agent}/{ids.turn}/{ids.call}"
+        else:
+            execution_id, agent_path = context.run_id, self._runtime.agent_id
+        return Invocation(
+            context.run_id,
+            context.options,
+            budget,
+            journal=journal,
+            execution_id=execution_id,
+            agent_path=agent_path,
+        )
+
+    def _first(self, context: StepContext, journal: AgentJournal | None) -> Execution | None:
+        """The saved execution to resume from, or `None` to start from `initial_state`."""
+        saved = journal.saved_execution() if journal is not None else None
+        if saved is None:
+            return None
+        return Execution(
+            own_state(saved["state"]), saved["turn"], saved["stateVersion"], saved["calls"]
+        )
+
+    def _invoke(
+        self,
+        inputs: Mapping[str, Any],
+        context: StepContext,
+        delegation: Delegation | None,
+        journal: AgentJournal | None,
+    ) -> Any:
+        runtime = self._runtime
+        if journal is not None:
+            finished, result = journal.saved_result()
+            if finished:
+                return result
+            failure = journal.saved_failure()
+            if failure is not None:
+                raise failure
+        invocation = self._invocation(context, delegation, journal)
+        restored = self._first(context, journal)
+
+        def first(_inputs: Any, _context: Any) -> Execution:
+            if restored is not None:
+                return restored
+            return Execution(own_state(runtime.initial_state(context.options)), 1, 0, 0)
+
+        start = 1 if restored is None else restored.turn
         try:
             runner = IterationRunner(
                 step_id="agent",
                 pipeline=self._turn,
-                max_iterations=self._runtime.limits.max_turns,
+                max_iterations=runtime.limits.max_turns,
                 unit="turn",
-                initial_state=lambda _inputs, _context: Execution(
-                    own_state(self._runtime.initial_state(context.options)), 1, 0, 0
-                ),
+                first_index=start,
+                initial_state=first,
                 transition=lambda result, _state, _context: result,
                 map_options=lambda execution, _inputs, _context: {
                     "execution": execution,
@@ -195,6 +336,7 @@ def define_agent(
     description: str | None = None,
     implementation_version: str | None = None,
     result_json_schema: Mapping[str, Any] | None = None,
+    durability: Durability | None = None,
 ) -> Pipeline:
     """Compile an agent: an ordinary pipeline with the single step (and target) `agent`.
 
@@ -216,6 +358,10 @@ def define_agent(
         implementation_version: bump it when prompts, validators, reducers or handlers
             change meaning; it changes only `definitionId`.
         result_json_schema: explicit raw-result descriptor when the schema has none.
+        durability: `Durability(store=, key=)` makes the agent crash-safe: it journals
+            every decision, admission, call intent and outcome to the store, and a run
+            with the same key resumes where the last one stopped (needs
+            `implementation_version`). Plans and dry runs never open the store.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
@@ -226,6 +372,14 @@ def define_agent(
     )
     options_schema = _schema(input_schema, "Agent input")
     _check_callbacks(initial_state, decide, reduce, dry_run)
+    if durability is not None:
+        if not isinstance(durability, Durability):
+            raise AgentDefinitionError("Agent durability must be a tubeless.Durability")
+        if implementation_version is None:
+            raise AgentDefinitionError(
+                "A durable agent requires implementation_version (bump it when a change "
+                "would make saved checkpoints mean something else)"
+            )
     resolved = resolve_limits(limits)
     result = _schema(result_schema, "Agent result")
     result_descriptor = input_descriptor(result, result_json_schema, "Agent result")
@@ -248,6 +402,8 @@ def define_agent(
         decide=decide,
         reduce=reduce,
         dry_run=dry_run,
+        durability=durability,
+        replay_pipeline=_replay_pipeline(id) if durability is not None else None,
     )
     turn = _turn_pipeline(id, runtime)
     factory = create_steps(options_schema)
@@ -259,9 +415,10 @@ def define_agent(
         transition=lambda result, state, context: result,
         dry_run=None if dry_run else "skip",
     )
+    agent_step = AgentStep(runtime, turn)
     step = dataclasses.replace(
         template,
-        run=AgentStep(runtime, turn),
+        run=agent_step,
         annotation=_annotation(resolved, result_descriptor, specs, pipes),
     )
     agent = define_pipeline(
@@ -273,5 +430,8 @@ def define_agent(
         description=description,
         implementation_version=implementation_version,
     )
-    AGENT_DEFINITIONS.add(agent.definition.identity.definition_id)
+    agent_step.definition_id = agent.definition.identity.definition_id
+    AGENT_DEFINITIONS.add(agent_step.definition_id)
+    if durability is not None:
+        DURABLE_AGENTS.add(agent_step.definition_id)
     return agent

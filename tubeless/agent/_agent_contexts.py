@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless.agent._journal import ExecutionIds
 from tubeless.pipeline import StepContext, StepLogger
 
 _EMPTY = FrozenDict()
@@ -89,9 +90,19 @@ class _StepServices:
 
 
 class ToolContext(_StepServices):
-    """What a tool handler receives: the step services, with empty `options`."""
+    """What a tool handler receives: the step services, with empty `options`.
 
-    __slots__ = ()
+    Attributes:
+        execution: the call's stable ids (`id`, `agent`, `turn`, `call`), the same when a
+            durable agent resumes (without durability, `id` is the agent's run id); `None`
+            only for a context made by hand.
+    """
+
+    __slots__ = ("execution",)
+
+    def __init__(self, step: StepContext, execution: ExecutionIds | None = None) -> None:
+        super().__init__(step)
+        self.execution = execution
 
     @property
     def options(self) -> Mapping[str, Any]:

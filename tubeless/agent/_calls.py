@@ -14,6 +14,7 @@ from tubeless.agent._delegate import (
     failure_outcome,
     tool_errors,
 )
+from tubeless.agent._journal import CallSlot, ExecutionIds, interrupted_outcome, saved_outcome
 from tubeless.agent._turn import (
     AgentRuntime,
     Invocation,
@@ -91,6 +92,7 @@ class _Batch:
         self._context = context
         execution, invocation = turn_options(context.options)
         self._invocation: Invocation = invocation
+        self._turn = execution.turn
         watched = observed(context)
         self._attributes = (
             {
@@ -104,6 +106,7 @@ class _Batch:
         self._controls = RunControls(dry_run=context.dry_run)
         self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
         self.failure: BaseException | None = None
+        self.begun: set[int] = set()
         self._lock = threading.Lock()
         self._progress = _CallsProgress(self._calls, context) if watched else None
 
@@ -116,7 +119,7 @@ class _Batch:
         if progress:
             progress.set(call.id, "running")
         try:
-            outcome = self._dispatch(call)
+            outcome = self._journaled(index, call)
         except Exception as error:
             with self._lock:
                 self.failure = self.failure or error
@@ -131,6 +134,55 @@ class _Batch:
             label = None if failure is None else f"{failure['code']}: {failure['message']}"
             progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
 
+    def _journaled(self, index: int, call: PreparedCall) -> FrozenDict:
+        """Dispatch a call, or settle it from the journal by the restart table."""
+        journal = self._invocation.journal
+        if journal is None:
+            return self._dispatch(call, None)
+        self.begun.add(index)
+        entry = journal.entries[index]
+        if entry["status"] == "completed":
+            outcome = saved_outcome(entry)
+            self._record(call, outcome, "agent.replayed")
+            return outcome
+        spec = self._runtime.tools[call.tool]
+        resumes = isinstance(spec, PipelineToolSpec) and spec.subagent and spec.durable
+        if journal.stale(index) and spec.replay != "safe" and not resumes:
+            # Running when the process died, and not safe to repeat: the model decides.
+            outcome = interrupted_outcome(entry)
+            journal.complete(index, outcome, None)
+            self._record(call, outcome, "agent.interrupted")
+            return outcome
+        slot = CallSlot(journal, index)
+        journal.launch(index)
+        outcome = self._dispatch(call, slot)
+        journal.complete(index, outcome, slot)
+        return outcome
+
+    def _record(self, call: PreparedCall, outcome: FrozenDict, flag: str) -> None:
+        """Give a reused or interrupted call its run in traces (first-attempt attributes)."""
+        pipeline = self._runtime.replay_pipeline
+        if self._attributes is None or pipeline is None:
+            return
+        attributes = {
+            **self._attributes,
+            "agent.callId": call.id,
+            "agent.tool": call.tool,
+            flag: True,
+        }
+        run_child_pipeline(
+            self._context,
+            pipeline,
+            {"outcome": outcome, "attributes": attributes},
+            controls=self._controls,
+            item_key=call.id,
+            options_checked=True,
+        )
+
+    def _ids(self, call: PreparedCall) -> ExecutionIds:
+        invocation = self._invocation
+        return ExecutionIds(invocation.execution_id, invocation.agent_path, self._turn, call.id)
+
     def _run(
         self, pipeline: Pipeline, options: Any, call: PreparedCall, options_checked: bool = False
     ) -> PipelineRun:
@@ -144,7 +196,7 @@ class _Batch:
             options_checked=options_checked,
         )
 
-    def _dispatch(self, call: PreparedCall) -> FrozenDict:
+    def _dispatch(self, call: PreparedCall, slot: CallSlot | None) -> FrozenDict:
         attributes = self._attributes
         if attributes is not None:
             attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
@@ -153,13 +205,14 @@ class _Batch:
         budget = self._invocation.budget
         signal = self._context.signal
         if not isinstance(spec, PipelineToolSpec):
-            options = {"input": call.input, "attributes": attributes}
+            options = {"input": call.input, "attributes": attributes, "execution": self._ids(call)}
             with budget.permit(signal):
                 result = self._run(pipeline, options, call)
             errors = _handler_tool_error(result)
         elif spec.subagent:
             # The subagent's own jobs take permits; waiting for it holds none.
-            with delegating(self._context.run_id, call.id, Delegation(budget, attributes)):
+            delegation = Delegation(budget, attributes, slot, self._ids(call))
+            with delegating(self._context.run_id, call.id, delegation):
                 result = self._run(pipeline, call.input, call, options_checked=True)
             errors = tool_errors(result)
         else:
@@ -203,7 +256,14 @@ class CallsStep:
         batch = _Batch(self._runtime, decision, context)
         workers = self._runtime.limits.max_concurrency
         pool = invocation.pool(workers - 1) if workers > 1 and len(decision.calls) > 1 else None
-        run_lazily(len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool)
+        try:
+            run_lazily(
+                len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool
+            )
+        finally:
+            if invocation.journal is not None:
+                unstarted = set(range(len(decision.calls))) - batch.begun
+                invocation.journal.never_started(sorted(unstarted))
         if batch.failure is not None:
             raise batch.failure
         raise_if_cancelled(context.signal)

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent._budget import Budget
@@ -21,12 +21,17 @@ from tubeless.pipeline import ExecutionContext, Pipeline, PipelinePlan, Pipeline
 from tubeless.pipeline.lowlevel import item_key_of
 from tubeless.schema import Schema, validate_boundary
 
+if TYPE_CHECKING:
+    from tubeless.agent._journal import CallSlot, ExecutionIds
+
 TOOL_ERRORS_CODE = "TUBELESS_TOOL_ERRORS"
 TOOL_ERRORS_ENTRY_LIMIT = 32
 TOOL_ERRORS_MESSAGE_LIMIT = 4096
 
 AGENT_DEFINITIONS: set[str] = set()
 """Definition ids of every pipeline `define_agent` made (their failures are never recoverable)."""
+DURABLE_AGENTS: set[str] = set()
+"""Definition ids of the durable agents among them (they join a durable parent's journal)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,8 +43,10 @@ class PipelineToolSpec:
     input_schema: Schema | None
     map_options: Callable[[Any], Any] | None
     input_json_schema: FrozenDict
-    replay: str | None
+    replay: str
     subagent: bool
+    durable: bool = False
+    """Whether the child is a durable agent (it then resumes inside the parent's journal)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,6 +57,10 @@ class Delegation:
     """The calling agent's budget; the subagent's budget hangs below it."""
     attributes: Mapping[str, object] | None
     """The call's first-attempt attributes, when the run is observed."""
+    slot: CallSlot | None = None
+    """The call's place in a durable parent's journal."""
+    ids: ExecutionIds | None = None
+    """The call's stable ids: the subagent's execution id and agent path come from them."""
 
 
 _LOCK = threading.Lock()

@@ -6,14 +6,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._delegate import PipelineToolSpec, is_subagent
+from tubeless.agent._delegate import DURABLE_AGENTS, PipelineToolSpec, is_subagent
 from tubeless.agent._state import own_descriptor
 from tubeless.agent._tools import AgentTool, _schema, check_description, input_descriptor, new_tool
 from tubeless.errors import AgentDefinitionError, AgentError
 from tubeless.pipeline import Pipeline, RunControls, StepContext, create_steps, define_pipeline
 from tubeless.pipeline.lowlevel import child_failure, item_key_of, run_child_pipeline
 
-REPLAY_MODES = (None, "safe", "unsafe")
+REPLAY_MODES = ("safe", "unsafe")
 
 
 def _descriptor(
@@ -40,7 +40,7 @@ def pipeline_tool(
     input_schema: object = None,
     map_options: Callable[[Any], Any] | None = None,
     input_json_schema: Mapping[str, Any] | None = None,
-    replay: Literal["safe", "unsafe"] | None = None,
+    replay: Literal["safe", "unsafe"] = "unsafe",
 ) -> AgentTool:
     """Register `pipeline` as a tool; an agent registered this way is a subagent.
 
@@ -60,8 +60,10 @@ def pipeline_tool(
         map_options: `map_options(validated_arguments)` -> the child's options; must have
             no side effects (it runs once per call, while the whole batch is prepared).
         input_json_schema: explicit input descriptor for the model.
-        replay: `None`, `"safe"` or `"unsafe"`: whether a durable resume may rerun the
-            child. Checked now; it has no effect yet (the durable journal comes later).
+        replay: `"unsafe"` (default) or `"safe"`: whether a durable agent that resumes
+            after a crash may run the child again when the call was running. An unsafe
+            call becomes the outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead. A durable
+            subagent ignores it: it resumes from its own part of the parent's journal.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
@@ -79,9 +81,7 @@ def pipeline_tool(
         raise AgentDefinitionError(f"Pipeline tool {pipeline.id} map_options must be callable")
     if replay not in REPLAY_MODES:
         raise AgentDefinitionError(
-            f"Pipeline tool {pipeline.id} replay must be None, 'safe' or 'unsafe', got {replay!r}"[
-                :300
-            ]
+            f"Pipeline tool {pipeline.id} replay must be 'safe' or 'unsafe', got {replay!r}"[:300]
         )
     source = None if input_schema is None else _schema(input_schema, "Pipeline tool input")
     spec = PipelineToolSpec(
@@ -92,6 +92,7 @@ def pipeline_tool(
         input_json_schema=_descriptor(pipeline, source, input_json_schema),
         replay=replay,
         subagent=is_subagent(pipeline),
+        durable=pipeline.definition.identity.definition_id in DURABLE_AGENTS,
     )
     return new_tool(spec)
 

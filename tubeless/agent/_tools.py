@@ -36,6 +36,7 @@ class _ToolSpec:
     run: Callable[[Any, Any], Any]
     preview: ToolHandler | None
     executor: concurrent.futures.Executor | None = None
+    replay: str = "unsafe"
 
 
 @typing.final
@@ -160,6 +161,7 @@ def define_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
     executor: None = None,
+    replay: typing.Literal["safe", "unsafe"] = "unsafe",
 ) -> AgentTool: ...
 
 
@@ -173,6 +175,7 @@ def define_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
     executor: concurrent.futures.Executor,
+    replay: typing.Literal["safe", "unsafe"] = "unsafe",
 ) -> AgentTool: ...
 
 
@@ -185,6 +188,7 @@ def define_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
     executor: concurrent.futures.Executor | None = None,
+    replay: typing.Literal["safe", "unsafe"] = "unsafe",
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -202,11 +206,14 @@ def define_tool(
             `RemoteToolContext`; its validated input and its value must pickle too.
             Validation, limits, admission order, traces and a dry run's preview stay in
             this process. The executor stays the caller's: runs never shut it down.
+        replay: `"unsafe"` (default) or `"safe"`: whether a durable agent resuming after a
+            crash may run the handler again when the call was running. An unsafe call
+            becomes the recoverable outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
             description, output schema, handler and dry-run policy, executor and whether
-            the handler pickles, input descriptor.
+            the handler pickles, replay, input descriptor.
     """
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
@@ -217,6 +224,8 @@ def define_tool(
         )
     if executor is not None:
         check_remote_handler(run, executor, "Tool")
+    if replay not in ("safe", "unsafe"):
+        raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {replay!r}"[:300])
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
     return new_tool(
@@ -228,6 +237,7 @@ def define_tool(
             run=run,
             preview=dry_run if callable(dry_run) else None,
             executor=executor,
+            replay=replay,
         )
     )
 
@@ -237,7 +247,7 @@ def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepCont
         options = context.options
         if options["attributes"] is not None:
             context.report_attempt(1, options["attributes"])
-        return handler(options["input"], ToolContext(context))
+        return handler(options["input"], ToolContext(context, options.get("execution")))
 
     return run_tool
 

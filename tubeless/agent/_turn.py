@@ -8,12 +8,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tubeless._frozen import FrozenDict
+from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._budget import Budget
 from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
+from tubeless.agent._journal import AgentJournal, Durability
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
@@ -41,6 +42,9 @@ class AgentRuntime:
     decide: Callable[[Any, DecisionContext], Any]
     reduce: Callable[[Any, tuple[FrozenDict, ...]], Any] | None
     dry_run: Callable[[Any, DecisionContext], Any] | None
+    durability: Durability | None = None
+    replay_pipeline: Pipeline | None = None
+    """Records a reused or interrupted call in traces (run only when observed)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,16 +56,47 @@ class Execution:
     state_version: int
     calls: int
 
+    def to_dict(self) -> dict[str, Any]:
+        """The journal form `{state, turn, stateVersion, calls}`."""
+        return {
+            "state": self.state,
+            "turn": self.turn,
+            "stateVersion": self.state_version,
+            "calls": self.calls,
+        }
+
 
 class Invocation:
     """Resources of one agent invocation: its budget and the tool pool of every batch."""
 
-    __slots__ = ("_lock", "_pool", "agent_run_id", "budget", "options")
+    __slots__ = (
+        "_lock",
+        "_pool",
+        "agent_path",
+        "agent_run_id",
+        "budget",
+        "execution_id",
+        "journal",
+        "options",
+    )
 
-    def __init__(self, agent_run_id: str, options: Any, budget: Budget) -> None:
+    def __init__(
+        self,
+        agent_run_id: str,
+        options: Any,
+        budget: Budget,
+        *,
+        journal: AgentJournal | None = None,
+        execution_id: str,
+        agent_path: str,
+    ) -> None:
         self.agent_run_id = agent_run_id
         self.options = options
         self.budget = budget
+        self.journal = journal
+        """The agent's node in the durable journal (`None` when not durable)."""
+        self.execution_id = execution_id
+        self.agent_path = agent_path
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -126,7 +161,15 @@ class DecideStep:
         execution, invocation = turn_options(context.options)
         signal = context.signal
         raise_if_cancelled(signal)
-        invocation.budget.admit_decision()
+        journal = invocation.journal
+        saved = journal.saved_turn(execution.turn) if journal is not None else None
+        if saved is not None and saved["phase"] == "decided":
+            # Decided before the restart: the saved batch, admitted and prepared once.
+            return PreparedBatch(self._restore(saved))
+        if saved is None:
+            invocation.budget.admit_decision()
+            if journal is not None:
+                journal.reserve(execution.turn, execution.to_dict())
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
         view = DecisionContext(
             context,
@@ -160,9 +203,38 @@ class DecideStep:
                 runtime.result_schema, decision.result, "Agent finish result"
             )
             raise_if_cancelled(signal)
+            if journal is not None:
+                journal.finished(result)
             return PreparedFinish(result)
         self._admit(execution, invocation, len(batch))
-        return PreparedBatch(self._prepare(decision, context, invocation.budget))
+        prepared = self._prepare(decision, context, invocation.budget)
+        if journal is not None:
+            # The calls step starts this many at once (see `run_lazily`).
+            starting = min(self._runtime.limits.max_concurrency, len(prepared))
+            journal.decided(
+                [{"id": c.id, "tool": c.tool, "input": c.input} for c in prepared], starting
+            )
+        return PreparedBatch(prepared)
+
+    def _restore(self, saved: Mapping[str, Any]) -> tuple[PreparedCall, ...]:
+        """The prepared calls of a saved batch: saved inputs, plans made again (pure)."""
+        runtime = self._runtime
+        prepared = []
+        for entry in saved["calls"]:
+            spec = runtime.tools[entry["tool"]]
+            pipe = runtime.tool_pipelines[entry["tool"]]
+            if isinstance(spec, PipelineToolSpec):
+                child_plan = spec.pipeline.plan(_WET)
+                plan = child_plan if spec.subagent else pipe.plan(_WET)
+                child = None if spec.subagent else child_plan
+                prepared.append(
+                    PreparedCall(entry["id"], entry["tool"], thaw(entry["input"]), plan, child)
+                )
+            else:
+                prepared.append(
+                    PreparedCall(entry["id"], entry["tool"], thaw(entry["input"]), pipe.plan(_WET))
+                )
+        return tuple(prepared)
 
     def _admit(self, execution: Execution, invocation: Invocation, size: int) -> None:
         limits = self._runtime.limits
@@ -262,4 +334,6 @@ class ReduceStep:
                 },
             )
         following = Execution(state, execution.turn + 1, execution.state_version + 1, admitted)
+        if invocation.journal is not None:
+            invocation.journal.commit_state(following.to_dict())
         return {"kind": "next", "state": following}

@@ -14,7 +14,12 @@ from tubeless._frozen import FrozenDict
 from tubeless._types import ContextLike, ControlsLike, HooksLike
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._command_flags import CliParameter
-from tubeless.cli._command_options import control_parameters, domain_values, run_controls
+from tubeless.cli._command_options import (
+    EXECUTION_KEY_FLAG,
+    control_parameters,
+    domain_values,
+    run_controls,
+)
 from tubeless.cli._command_parser import CommandArguments, Configure, Validate
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
@@ -93,6 +98,7 @@ def define_pipeline_command(
     hooks: HooksLike | None = None,
     reporter: bool | Mapping[str, Any] = True,
     summarize: Summarize | None = None,
+    execution_key: bool = False,
 ) -> PipelineCommand:
     """Turn a pipeline into a command-line program with flags and live progress.
 
@@ -117,6 +123,9 @@ def define_pipeline_command(
         summarize: `summarize(value, values)` returns lines printed on stdout after success.
             Without it the finalized value is printed: a string as it is, `None` not at
             all, anything else as JSON.
+        execution_key: add `--execution-key KEY`, the run context's `execution_key`: a
+            durable agent run by the command starts or resumes the execution with that
+            key instead of its `Durability` key.
 
     Raises:
         ValueError: when flags cannot be inferred ("Cannot infer CLI flags for ..."), for
@@ -135,12 +144,17 @@ def define_pipeline_command(
         _callable(value, field)
     if configure is not None and map_options is None:
         raise ValueError("configure= defines explicit params and requires map_options=")
+    if type(execution_key) is not bool:
+        raise TypeError("Pipeline command execution_key must be True or False")
+    builtins = control_parameters(tuple(pipeline.step_ids), tuple(pipeline.target_ids))
+    if execution_key:
+        builtins = (*builtins, EXECUTION_KEY_FLAG)
     resolved_name = _text(name, "name") or _text_or_none(pipeline.name) or pipeline.id
     arguments = CommandArguments(
         name=resolved_name,
         description=_text(description, "description") or _text_or_none(pipeline.description),
         domain=_domain_parameters(pipeline, overrides, configure is not None),
-        builtins=control_parameters(tuple(pipeline.step_ids), tuple(pipeline.target_ids)),
+        builtins=builtins,
         configure=configure,
         validate=validate,
     )
@@ -332,6 +346,8 @@ class PipelineCommand:
             fields["log"] = _stderr_log()
         hooks += _hook_list(self._hooks)
         fields["hooks"] = hooks or None
+        if parsed.get(EXECUTION_KEY_FLAG.key) is not None:
+            fields["execution_key"] = parsed[EXECUTION_KEY_FLAG.key]
         try:
             value = self._pipeline.run_or_raise(
                 options, controls=run_controls(parsed), context=fields

@@ -15,7 +15,14 @@ from typing import Any
 from tubeless.cli._command_flags import CliParameter
 from tubeless.pipeline import RunControls
 
-__all__ = ["CONTROL_FLAGS", "CONTROL_KEYS", "control_parameters", "domain_values", "run_controls"]
+__all__ = [
+    "CONTROL_FLAGS",
+    "CONTROL_KEYS",
+    "EXECUTION_KEY_FLAG",
+    "control_parameters",
+    "domain_values",
+    "run_controls",
+]
 
 CONTROL_FLAGS: tuple[CliParameter, ...] = (
     CliParameter(
@@ -71,6 +78,16 @@ CONTROL_FLAGS: tuple[CliParameter, ...] = (
 CONTROL_KEYS: tuple[str, ...] = tuple(parameter.key for parameter in CONTROL_FLAGS)
 """Value keys of the run controls; they never reach the domain options."""
 
+EXECUTION_KEY_FLAG = CliParameter(
+    key="execution_key",
+    flag="execution-key",
+    type="string",
+    optional=True,
+    metavar="KEY",
+    description="Start, or resume after a crash, the durable execution with this key",
+)
+"""`--execution-key KEY`, on commands that declare it: the run context's `execution_key`."""
+
 
 def control_parameters(
     step_ids: tuple[str, ...], target_ids: tuple[str, ...]
@@ -96,7 +113,11 @@ def control_parameters(
 
 def domain_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """The parsed values without the run controls: what becomes the domain options."""
-    return {key: value for key, value in values.items() if key not in CONTROL_KEYS}
+    return {
+        key: value
+        for key, value in values.items()
+        if key not in CONTROL_KEYS and key != EXECUTION_KEY_FLAG.key
+    }
 
 
 def run_controls(values: Mapping[str, Any]) -> RunControls:

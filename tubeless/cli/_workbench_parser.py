@@ -137,7 +137,12 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
         "FILE|ID [-- APP-ARG ...]",
         help=COMMAND_HELP["run"],
         description=COMMAND_HELP["run"] + " Application flags belong after --; use "
-        "'tubeless run FILE -- --help' for the command's own help.",
+        "'tubeless run FILE -- --help' for the command's own help. A durable agent (one "
+        "defined with durability=) resumes where it stopped when run again with the same "
+        "execution key: its completed calls are not repeated, and a call that was running "
+        "when the process died is reported to the agent as TUBELESS_AGENT_CALL_INTERRUPTED "
+        "unless its tool is replay='safe'. Commands that declare it take --execution-key "
+        "KEY to choose the key.",
     )
     _add_source_options(parser, kind="pipeline command")
     parser.add_argument(
@@ -169,7 +174,9 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
     parser = commands.add_parser(
         "history",
         help=COMMAND_HELP["history"],
-        description=COMMAND_HELP["history"] + " The store is only read, never created.",
+        description=COMMAND_HELP["history"] + " The store is only read, never created. An "
+        "agent run's detail ends with its agent tree; the calls of a resumed durable agent "
+        "are marked reused (its saved outcome) or interrupted.",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(

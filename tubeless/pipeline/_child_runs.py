@@ -111,6 +111,12 @@ def run_child_pipeline(
     return execute_run(pipeline, options, controls, link=link, plan=plan)
 
 
+def execution_key_of(context: ExecutionContext) -> str | None:
+    """The durable execution key given in the context of the run behind `context` (root
+    runs only: child runs never inherit it)."""
+    return scope_of(context).execution_key
+
+
 def item_key_of(context: ExecutionContext) -> str | None:
     """The item key of the run behind `context` (`None` for a root run)."""
     return scope_of(context).item_key
@@ -213,6 +219,7 @@ class IterationRunner:
         map_options: Callable[[Any, Mapping[str, Any], StepContext], Any] | None = None,
         controls: RunControls | Mapping[str, Any] | None = None,
         unit: str = "iteration",
+        first_index: int = 1,
     ) -> None:
         """Repeat `pipeline` (at most `max_iterations` runs) from `initial_state(inputs, context)`.
 
@@ -220,6 +227,7 @@ class IterationRunner:
         the state itself); `transition(value, state, context)` then returns
         `{"kind": "next", "state": ...}` or `{"kind": "finish", "result": ...}`. Progress
         counts iterations against the limit in `unit`s (`turn 3 (limit 6)` for an agent).
+        `first_index` numbers the first iteration (a resumed loop goes on counting).
         """
         self.step_id = step_id
         self.pipeline = pipeline
@@ -229,6 +237,7 @@ class IterationRunner:
         self.map_options = map_options
         self.controls = controls
         self.unit = unit
+        self.first_index = first_index
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         state = self.initial_state(inputs, context)
@@ -239,7 +248,7 @@ class IterationRunner:
         )
         controls = resolved_controls(self.controls, context)
         plan = self.pipeline.plan(controls)
-        index = 0
+        index = self.first_index - 1
         while True:
             index += 1
             raise_if_cancelled(context.signal)

@@ -138,6 +138,9 @@ class RunContext:
     """`sleep(seconds, signal)`: must return early when `signal` is set."""
     cwd: str | None = None
     """Working directory handed to steps."""
+    execution_key: str | None = None
+    """The execution key of a durable agent run as the root (instead of its `Durability`
+    key): run again with the same key to resume."""
 
 
 _CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
@@ -167,7 +170,7 @@ def resolve_context(context: ContextLike | None) -> RunContext:
 def _check_context(context: RunContext) -> None:
     if context.signal is not None and not isinstance(context.signal, threading.Event):
         raise TypeError("context signal must be a threading.Event")
-    for field in ("run_id", "parent_run_id", "correlation_id", "cwd"):
+    for field in ("run_id", "parent_run_id", "correlation_id", "cwd", "execution_key"):
         value = getattr(context, field)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise TypeError(f"context {field} must be a non-blank string")

@@ -90,6 +90,7 @@ def _scope_for_root(
         cwd=context.cwd or os.getcwd(),
         dry_run=dry_run,
         channel=channel,
+        execution_key=context.execution_key,
     ), hooks
 
 

@@ -78,6 +78,7 @@ class RunScope:
     channel: TraceChannel | None = None
     observer: RunObserver | None = None
     options: Any = None
+    execution_key: str | None = None
     _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
 
     def next_attempt_id(self) -> str:

@@ -46,9 +46,13 @@ class AgentCallView:
     """The handler's `ToolError` code, for a call that failed with one."""
     child_agent_run_ids: tuple[str, ...] = ()
     """The agent runs this call started (a subagent, or agents inside a pipeline tool)."""
+    replay: str | None = None
+    """For a durable agent that resumed: `reused` (the saved outcome, not run again) or
+    `interrupted` (running when the process died; not safe to repeat)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return `{id, tool, runId, status, durationMs?, toolErrorCode?, childAgentRunIds}`."""
+        """Return `{id, tool, runId, status, durationMs?, toolErrorCode?, replay?,
+        childAgentRunIds}`."""
         out: dict[str, Any] = {
             "id": self.id,
             "tool": self.tool,
@@ -59,6 +63,8 @@ class AgentCallView:
             out["durationMs"] = self.duration_ms
         if self.tool_error_code is not None:
             out["toolErrorCode"] = self.tool_error_code
+        if self.replay is not None:
+            out["replay"] = self.replay
         out["childAgentRunIds"] = list(self.child_agent_run_ids)
         return out
 
@@ -213,6 +219,14 @@ def _ended(run: _Run) -> str:
     return "limit" if LIMIT_CODE in _codes(run.error) else "failed"
 
 
+def _replay(attributes: Mapping[str, Any]) -> str | None:
+    if attributes.get("agent.replayed") is True:
+        return "reused"
+    if attributes.get("agent.interrupted") is True:
+        return "interrupted"
+    return None
+
+
 class _Builder:
     def __init__(self, runs: dict[str, _Run]) -> None:
         self._runs = runs
@@ -241,6 +255,7 @@ class _Builder:
             duration_ms=run.duration_ms,
             tool_error_code=code if isinstance(code, str) else None,
             child_agent_run_ids=tuple(children),
+            replay=_replay(attributes),
         )
 
     def add_agent(self, agent: _Run, parent_call: Mapping[str, str] | None) -> None:
@@ -361,11 +376,12 @@ def format_agent_history(history: AgentHistory) -> str:
             lines.append(_line(depth + 1, f"turn {turn.index}  {turn.status}"))
             for call in turn.calls:
                 code = f"  {safe(call.tool_error_code)}" if call.tool_error_code else ""
+                replay = f"  {call.replay}" if call.replay else ""
                 lines.append(
                     _line(
                         depth + 2,
                         f"call {safe(call.id)}  {safe(call.tool)}  {call.status}{code}"
-                        f"{ms(call.duration_ms)}",
+                        f"{replay}{ms(call.duration_ms)}",
                     )
                 )
                 for child_id in call.child_agent_run_ids:
