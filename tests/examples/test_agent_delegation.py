@@ -15,6 +15,18 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPIC = ("--", "--topic", "pipelines")
 
 
+def _cli(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """Run `python -m tubeless ARGUMENTS` from the checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "tubeless", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     ("topic", "answer"),
     [
@@ -64,14 +76,7 @@ def test_the_planner_budget_covers_the_researcher(delegation_example: ModuleType
 @pytest.mark.slow
 def test_runs_from_the_cli() -> None:
     """`python -m tubeless run examples/agent_delegation.py -- --topic pipelines` prints it."""
-    result = subprocess.run(
-        [sys.executable, "-m", "tubeless", "run", "examples/agent_delegation.py", *TOPIC],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = _cli("run", "examples/agent_delegation.py", *TOPIC)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "pipelines: 2 facts, 11 words\n"
@@ -79,14 +84,7 @@ def test_runs_from_the_cli() -> None:
 
 def test_plan_explain_shows_the_capability_tree() -> None:
     """`tubeless plan --explain` lists each tool, the subagent with its limits and tools."""
-    result = subprocess.run(
-        [sys.executable, "-m", "tubeless", "plan", "--explain", "examples/agent_delegation.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = _cli("plan", "--explain", "examples/agent_delegation.py")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[2:] == [
