@@ -644,13 +644,26 @@ class AgentJournal:
         """Save a terminal failure (not for storage errors: those cannot be saved)."""
         root = _root_cause(error)
         code = getattr(root, "code", None) if isinstance(root, TubelessError) else None
-        if code in _UNSAVED_CODES or self.journal.failed:
+        if _unsaved(error) or self.journal.failed:
             return
         failure = {
             "code": code if isinstance(code, str) else "TUBELESS_STEP_FAILED",
             "message": str(error)[:4096],
         }
         self.journal.change(lambda: self.node.__setitem__("failure", failure))
+
+
+def _unsaved(error: BaseException) -> bool:
+    """Whether a link of the cause chain belongs to storage or waits for a person."""
+    link: BaseException | None = error
+    for _ in range(32):
+        if link is None:
+            return False
+        if isinstance(link, TubelessError) and link.code in _UNSAVED_CODES:
+            return True
+        below = link.result.first_exception() if isinstance(link, PipelineExecutionError) else None
+        link = link.__cause__ if link.__cause__ is not None else below
+    return False
 
 
 def _root_cause(error: BaseException) -> BaseException:
