@@ -438,3 +438,34 @@ def test_a_process_killed_while_waiting_resumes_into_the_same_pending_state(
     run = agent.run({}, context={"approvals": {"b": tubeless.approve()}})
     assert run.status == "completed"
     assert sorted(ran.calls) == [("a", 1), ("b", 2), ("c", 3)]
+
+
+def test_a_pipeline_tool_call_can_wait_and_be_edited(store: SqliteCheckpointStore) -> None:
+    ran = Ran()
+    steps = tubeless.create_steps(X_INPUT)
+    double = steps.step("double", run=lambda inputs, context: context.options["x"] * 2)
+    child = tubeless.define_pipeline(id="double", steps=[double], finalize=double)
+    call = {"kind": "continue", "calls": [{"id": "d", "tool": "double", "input": {"x": 4}}]}
+    tools = {"double": pipeline_tool(child, description="Double x", needs_approval=True)}
+    agent = build(store, ran, decisions=[call, _finish], tools=tools)
+    assert [(p.call_id, p.input) for p in waits(agent).pending_approvals] == [("d", {"x": 4})]
+    bad = agent.run({}, context={"approvals": {"d": tubeless.edit({"x": "four"})}})
+    assert "TUBELESS_AGENT_APPROVAL_INVALID_EDIT" in codes(bad)
+    run = agent.run({}, context={"approvals": {"d": tubeless.edit({"x": 5})}})
+    assert run.value == {"seen": [10]}
+
+
+def test_a_checkpoint_that_is_not_one_is_refused() -> None:
+    assert tubeless.agent.checkpoint_pending_approvals(None) == ()
+    for text in ("{", "[]", '{"format": "other"}'):
+        with pytest.raises(AgentError) as raised:
+            tubeless.agent.checkpoint_pending_approvals(text)
+        assert raised.value.code == "TUBELESS_AGENT_CHECKPOINT_INVALID"
+
+
+def test_the_cli_exit_code_of_a_waiting_run_is_8(store: SqliteCheckpointStore) -> None:
+    from tubeless.cli._exit import ExitCode, exit_code_for
+    from tubeless.errors import PipelineExecutionError
+
+    run = waits(build(store, Ran()))
+    assert exit_code_for(PipelineExecutionError(run)) == ExitCode.APPROVAL == 8
