@@ -469,3 +469,20 @@ def test_the_cli_exit_code_of_a_waiting_run_is_8(store: SqliteCheckpointStore) -
 
     run = waits(build(store, Ran()))
     assert exit_code_for(PipelineExecutionError(run)) == ExitCode.APPROVAL == 8
+
+
+def test_history_shows_a_waiting_agent_and_a_rejected_call(store: SqliteCheckpointStore) -> None:
+    from tubeless.testing import MemoryTraceSink
+    from tubeless.trace import agent_history
+
+    agent = build(store, Ran())
+    sink = MemoryTraceSink()
+    waiting = waits(agent, {"tracing": sink})
+    decided = agent.run({}, context={"tracing": sink, "approvals": {"b": tubeless.reject("no")}})
+    records = sink.records
+    (first,) = agent_history(records, waiting.run_id).agents
+    assert first.ended == "waiting"
+    (second,) = agent_history(records, decided.run_id).agents
+    calls = {call.id: call for call in second.turns[0].calls}
+    assert calls["b"].replay == "rejected"
+    assert calls["a"].replay is None
