@@ -486,3 +486,32 @@ def test_history_shows_a_waiting_agent_and_a_rejected_call(store: SqliteCheckpoi
     calls = {call.id: call for call in second.turns[0].calls}
     assert calls["b"].replay == "rejected"
     assert calls["a"].replay is None
+
+
+def test_a_call_id_waiting_in_two_subagents_cannot_be_decided_by_id() -> None:
+    from tubeless.agent._approvals import check_against
+
+    def node(agent: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"agent": agent, "turn": {"index": 1, "phase": "decided", "calls": calls}}
+
+    def waiting_call(call_id: str) -> dict[str, Any]:
+        approval = {"agentRunId": "r"}
+        return {
+            "id": call_id,
+            "tool": "send",
+            "input": {},
+            "status": "pending",
+            "approval": approval,
+        }
+
+    children = [
+        {"id": name, "tool": "research", "input": {}, "status": "running", "child": child}
+        for name, child in (
+            ("r1", node("child", [waiting_call("b")])),
+            ("r2", node("child", [waiting_call("b")])),
+        )
+    ]
+    document = {"agent": node("root", children)}
+    with pytest.raises(AgentError, match="waits in several agents") as raised:
+        check_against(document, {"b": tubeless.approve()})
+    assert raised.value.code == "TUBELESS_AGENT_APPROVAL_INVALID"

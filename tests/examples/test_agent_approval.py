@@ -117,3 +117,7 @@ def test_approvals_reads_only_an_existing_checkpoint_store(cli: Cli) -> None:
     assert not (cli.directory / "nope.db").exists()
     usage = cli("approvals")
     assert usage.returncode == 1
+    assert cli("run", "--store", "runs.sqlite", str(EXAMPLE), "--", "--outbox", "o").returncode == 8
+    trace_store = cli("approvals", "--store", "runs.sqlite")
+    assert trace_store.returncode == 2
+    assert "Cannot read checkpoint store" in trace_store.stderr
