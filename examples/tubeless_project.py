@@ -10,6 +10,7 @@ Importing it makes no request and needs no credentials.
 from __future__ import annotations
 
 import agent as scripted
+import agent_approval
 import agent_delegation
 import agent_durable
 import agent_openai
@@ -18,6 +19,12 @@ from tubeless import define_project
 
 project = define_project(
     "examples",
-    [scripted.agent, agent_openai.agent, agent_delegation.planner, agent_durable.agent],
+    [
+        scripted.agent,
+        agent_openai.agent,
+        agent_delegation.planner,
+        agent_durable.agent,
+        agent_approval.agent,
+    ],
 )
 """The example project."""

@@ -22,7 +22,8 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── MissingExtraError          an optional extra is not installed; `.extra` (ImportError)
     │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
     │   ├── AgentError                 a model decision or state was rejected at run time
-    │   │   └── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
+    │   │   ├── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
+    │   │   └── ApprovalRequiredError  calls wait for a person's approval; `.pending_approvals`
     │   ├── CliHelpRequested           `--help` was given; `.help_text` is what to print
     │   ├── CliValidationError         command-line arguments were rejected; `.errors`
     │   │   └── CliUsageError          command-line arguments could not be parsed at all
@@ -42,7 +43,8 @@ Records (frozen dataclasses with `to_dict()` giving the wire JSON):
 
 - `Diagnostic`: one diagnostic in a plan, a run report or a trace record;
 - `ErrorCause`: one normalised link of an exception's `__cause__` chain;
-- `FanOutDiagnostics` / `FanOutFailure`: bounded per-item failures of a fan-out step.
+- `FanOutDiagnostics` / `FanOutFailure`: bounded per-item failures of a fan-out step;
+- `PendingApproval`: one tool call of a durable agent waiting for a person's approval.
 
 `PIPELINE_ERROR_CODES` lists the catalog; `ERROR_CODE_CLASSIFICATION` gives each code's
 phase and kind; `format_diagnostic` renders the one-line form.
@@ -50,6 +52,7 @@ phase and kind; `format_diagnostic` renders the one-line form.
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -81,6 +84,7 @@ __all__ = [
     "AgentDefinitionError",
     "AgentError",
     "AgentLimitError",
+    "ApprovalRequiredError",
     "ChildPipelineError",
     "CliHelpRequested",
     "CliLoadError",
@@ -96,6 +100,7 @@ __all__ = [
     "Issue",
     "IterationError",
     "MissingExtraError",
+    "PendingApproval",
     "PipelineCancelledError",
     "PipelineDefinitionError",
     "PipelineExecutionError",
@@ -114,6 +119,7 @@ __all__ = [
     "format_diagnostic",
     "is_pipeline_error_code",
     "normalize_cause",
+    "pending_approvals_of",
 ]
 
 _show_public_module(__name__, __all__, globals())
@@ -357,6 +363,83 @@ class AgentLimitError(AgentError):
             f"(consumed={consumed}, requested={requested}, scope={scope})",
             code="TUBELESS_AGENT_LIMIT_REACHED",
         )
+
+
+_APPROVAL_REQUIRED_CODE = "TUBELESS_AGENT_APPROVAL_REQUIRED"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """One tool call of a durable agent that waits for a person's decision.
+
+    Nothing of its batch has started. Decide it by resuming the execution (same key) with
+    `context={"approvals": {call_id: tubeless.approve() | tubeless.reject(message) |
+    tubeless.edit(new_input)}}`.
+    """
+
+    call_id: str
+    """The call id the decision gave (the key of the approval)."""
+    tool: str
+    """The tool the model called (its name in the agent's tools)."""
+    input: Any
+    """The validated input the call would run with (plain JSON data; for a pipeline tool,
+    the child's options)."""
+    turn: int
+    """The 1-based turn of the call in its agent."""
+    agent_run_id: str
+    """The run id of the agent that made the call (the root agent's or a subagent's) in
+    the attempt that stopped for it."""
+    agent: str
+    """The stable agent path within the execution (`ExecutionIds.agent`): the root agent's
+    id, then `/<turn>/<call>` per subagent level."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form `{callId, tool, input, turn, agentRunId, agent}`."""
+        return {
+            "callId": self.call_id,
+            "tool": self.tool,
+            "input": self.input,
+            "turn": self.turn,
+            "agentRunId": self.agent_run_id,
+            "agent": self.agent,
+        }
+
+
+class ApprovalRequiredError(AgentError):
+    """A durable agent stopped before a batch with calls that need approval.
+
+    Code `TUBELESS_AGENT_APPROVAL_REQUIRED`. No call of the batch started; the execution
+    stays resumable. `pending_approvals` lists every waiting call of the agent tree (the
+    root agent's error lists its subagents' calls too); `PipelineRun.pending_approvals`
+    reads it from a run.
+    """
+
+    pending_approvals: tuple[PendingApproval, ...]
+
+    def __init__(self, pending: Iterable[PendingApproval]) -> None:
+        self.pending_approvals = tuple(pending)
+        shown = ", ".join(f"{p.call_id} ({p.tool})" for p in self.pending_approvals[:8])
+        more = len(self.pending_approvals) - 8
+        if more > 0:
+            shown += f" and {more} more"
+        super().__init__(
+            f"Waiting for approval of {len(self.pending_approvals)} call(s): {shown}"[:4096],
+            code=_APPROVAL_REQUIRED_CODE,
+        )
+
+
+def pending_approvals_of(error: BaseException | None) -> tuple[PendingApproval, ...]:
+    """The calls waiting for approval behind `error` (through causes and child runs)."""
+    for _ in range(64):
+        if error is None:
+            return ()
+        if isinstance(error, ApprovalRequiredError):
+            return error.pending_approvals
+        below = error.__cause__
+        if below is None and isinstance(error, PipelineExecutionError):
+            below = error.result.first_exception()
+        error = below
+    return ()
 
 
 class CliHelpRequested(TubelessError):  # noqa: N818 - the TypeScript tubeless's name

@@ -119,6 +119,10 @@ class MemoryCheckpointStore:
         with self._lock:
             return self._texts.get(key)
 
+    def pending_approvals(self, key: str) -> tuple[errors.PendingApproval, ...]:
+        """The calls of execution `key` waiting for approval (see `SqliteCheckpointStore`)."""
+        return agent.checkpoint_pending_approvals(self.checkpoint(key))
+
     def put(self, key: str, text: str) -> None:
         """Replace what is saved under `key` (to test corrupt or foreign checkpoints)."""
         with self._lock:

@@ -29,8 +29,8 @@ def _error(kind: str, phase: str) -> Diagnostic:
 
 
 def test_exit_codes_are_the_reference_numbers() -> None:
-    """0 success through 7 cancellation."""
-    assert [code.value for code in ExitCode] == list(range(8))
+    """0 success through 7 cancellation, then 8 waiting for approval."""
+    assert [code.value for code in ExitCode] == list(range(9))
 
 
 def test_errors_map_onto_exit_codes() -> None:

@@ -35,7 +35,7 @@ def test_building_the_parser_has_no_side_effects(
 
 
 def test_the_parser_has_every_command() -> None:
-    """The parser holds list, inspect, plan, graph, run, history and export otel."""
+    """The parser holds list, inspect, plan, graph, run, history, export otel, approvals."""
     assert list(_parsers(get_parser())) == [
         "tubeless",
         "tubeless list",
@@ -46,6 +46,7 @@ def test_the_parser_has_every_command() -> None:
         "tubeless history",
         "tubeless export",
         "tubeless export otel",
+        "tubeless approvals",
     ]
 
 

@@ -11,6 +11,13 @@ from tubeless._types import (
 )
 from tubeless.agent._agent import define_agent
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
+from tubeless.agent._approvals import (
+    Approval,
+    approve,
+    checkpoint_pending_approvals,
+    edit,
+    reject,
+)
 from tubeless.agent._checkpoint_store import (
     CheckpointLease,
     CheckpointStore,
@@ -24,12 +31,14 @@ from tubeless.agent._pipeline_tool import pipeline_tool
 from tubeless.agent._remote import RemoteSignal, RemoteToolContext
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
-from tubeless.errors import ToolError
+from tubeless.errors import ApprovalRequiredError, PendingApproval, ToolError
 
 __all__ = [
     "AgentCall",
     "AgentLimits",
     "AgentTool",
+    "Approval",
+    "ApprovalRequiredError",
     "CheckpointLease",
     "CheckpointStore",
     "ContinueDecision",
@@ -39,6 +48,7 @@ __all__ = [
     "ExecutionIds",
     "FinishDecision",
     "InitialStateCallback",
+    "PendingApproval",
     "ReduceCallback",
     "RemoteSignal",
     "RemoteToolContext",
@@ -48,11 +58,15 @@ __all__ = [
     "ToolDryRun",
     "ToolError",
     "ToolHandler",
+    "approve",
+    "checkpoint_pending_approvals",
     "define_agent",
     "define_tool",
+    "edit",
     "own_state",
     "parse_decision",
     "pipeline_tool",
+    "reject",
     "tool_from_function",
 ]
 

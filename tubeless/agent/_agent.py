@@ -10,10 +10,12 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
+from tubeless.agent._approvals import check_against, check_approvals, document_pending
 from tubeless.agent._budget import Budget
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._delegate import (
     AGENT_DEFINITIONS,
+    APPROVAL_AGENTS,
     DURABLE_AGENTS,
     Delegation,
     PipelineToolSpec,
@@ -39,7 +41,12 @@ from tubeless.agent._turn import (
     Invocation,
     ReduceStep,
 )
-from tubeless.errors import AgentDefinitionError, ToolError
+from tubeless.errors import (
+    AgentDefinitionError,
+    ApprovalRequiredError,
+    ToolError,
+    pending_approvals_of,
+)
 from tubeless.pipeline import (
     Pipeline,
     StepAnnotation,
@@ -50,6 +57,7 @@ from tubeless.pipeline import (
 )
 from tubeless.pipeline.lowlevel import (
     IterationRunner,
+    approvals_of,
     execution_key_of,
     is_cancellation,
     observed,
@@ -88,6 +96,16 @@ def _registered_tools(agent_id: str, tools: object) -> dict[str, Any]:
                 f"Tool {name} must come from define_tool or pipeline_tool"
             ) from None
     return specs
+
+
+def _approval_tools(specs: Mapping[str, Any]) -> list[str]:
+    """Tools whose calls may wait for approval (their own rule, or inside a subagent)."""
+    return [
+        name
+        for name, spec in specs.items()
+        if spec.needs_approval is not False
+        or (isinstance(spec, PipelineToolSpec) and spec.child_approvals)
+    ]
 
 
 def _check_texts(**arguments: object) -> None:
@@ -214,7 +232,12 @@ class AgentStep:
             return None, delegation.slot.child(self._identity(context.options))
         journal = Journal.open(durability, context.options, execution_key_of(context))
         try:
-            return journal, AgentJournal.root(journal, self._identity(context.options))
+            root = AgentJournal.root(journal, self._identity(context.options))
+            if "result" not in root.node and "failure" not in root.node:
+                # Decisions are checked against every waiting call, before any callback.
+                journal.approvals = check_approvals(approvals_of(context))
+                check_against(journal.document, journal.approvals)
+            return journal, root
         except BaseException:
             journal.close()
             raise
@@ -233,6 +256,11 @@ class AgentStep:
                         journal.journal.flush()
                     else:
                         journal.fail(error)
+            if owned is not None and pending_approvals_of(error):
+                # The root lists every waiting call of the tree, subagents' included.
+                with contextlib.suppress(Exception):
+                    owned.flush()
+                raise ApprovalRequiredError(document_pending(owned.document)) from error
             raise
         finally:
             if owned is not None:
@@ -362,6 +390,8 @@ def define_agent(
             every decision, admission, call intent and outcome to the store, and a run
             with the same key resumes where the last one stopped (needs
             `implementation_version`). Plans and dry runs never open the store.
+            Needed when a tool (or a subagent's tool) has `needs_approval`; a durable
+            subagent joins its caller's journal, so the root must be durable too.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
@@ -384,6 +414,13 @@ def define_agent(
     result = _schema(result_schema, "Agent result")
     result_descriptor = input_descriptor(result, result_json_schema, "Agent result")
     specs = _registered_tools(id, tools)
+    approval_tools = _approval_tools(specs)
+    if approval_tools and durability is None:
+        raise AgentDefinitionError(
+            f"Agent {id}: tool {approval_tools[0]} has calls that need approval, which needs a "
+            "durable agent (give durability=Durability(store=..., key=...)): a call waits "
+            "for a person in the agent's journal"[:600]
+        )
     pipes = {
         name: pipeline_tool_pipeline(id, name, spec)
         if isinstance(spec, PipelineToolSpec)
@@ -434,4 +471,6 @@ def define_agent(
     AGENT_DEFINITIONS.add(agent_step.definition_id)
     if durability is not None:
         DURABLE_AGENTS.add(agent_step.definition_id)
+    if approval_tools:
+        APPROVAL_AGENTS.add(agent_step.definition_id)
     return agent

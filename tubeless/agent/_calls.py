@@ -143,7 +143,8 @@ class _Batch:
         entry = journal.entries[index]
         if entry["status"] == "completed":
             outcome = saved_outcome(entry)
-            self._record(call, outcome, "agent.replayed")
+            rejected = entry.get("approval", {}).get("decision") == "reject"
+            self._record(call, outcome, "agent.rejected" if rejected else "agent.replayed")
             return outcome
         spec = self._runtime.tools[call.tool]
         resumes = isinstance(spec, PipelineToolSpec) and spec.subagent and spec.durable

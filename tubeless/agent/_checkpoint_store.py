@@ -23,10 +23,13 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.errors import AgentError
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from tubeless.errors import PendingApproval
 
 BUSY_CODE = "TUBELESS_AGENT_EXECUTION_BUSY"
 WRITE_FAILED_CODE = "TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED"
@@ -191,6 +194,16 @@ class SqliteCheckpointStore:
                 "SELECT checkpoint FROM agent_checkpoints WHERE key = ?", (key,)
             ).fetchone()
         return None if row is None else str(row[0])
+
+    def pending_approvals(self, key: str) -> tuple[PendingApproval, ...]:
+        """The calls of execution `key` waiting for approval, read without leasing it.
+
+        Empty when nothing waits (or the key or the file does not exist).
+
+        Raises:
+            AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a corrupt checkpoint.
+        """
+        return checkpoint_pending_approvals(self.read(key))
 
 
 class _SqliteLease:

@@ -32,6 +32,8 @@ AGENT_DEFINITIONS: set[str] = set()
 """Definition ids of every pipeline `define_agent` made (their failures are never recoverable)."""
 DURABLE_AGENTS: set[str] = set()
 """Definition ids of the durable agents among them (they join a durable parent's journal)."""
+APPROVAL_AGENTS: set[str] = set()
+"""Definition ids of the agents whose calls (at any depth) may wait for approval."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,6 +49,10 @@ class PipelineToolSpec:
     subagent: bool
     durable: bool = False
     """Whether the child is a durable agent (it then resumes inside the parent's journal)."""
+    needs_approval: Any = False
+    """The tool's own `needs_approval` (a bool or a predicate)."""
+    child_approvals: bool = False
+    """Whether calls inside the child agent (at any depth) may wait for approval."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -33,10 +33,12 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote, type_name
+from tubeless.agent._approvals import APPROVAL_CODES, Approval, node_pending
 from tubeless.agent._checkpoint_store import WRITE_FAILED_CODE, CheckpointLease, CheckpointStore
 from tubeless.errors import (
     AgentDefinitionError,
     AgentError,
+    PendingApproval,
     PipelineExecutionError,
     TubelessError,
 )
@@ -49,8 +51,12 @@ MISMATCH_CODE = "TUBELESS_AGENT_CHECKPOINT_MISMATCH"
 INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
 INTERRUPTED_CODE = "TUBELESS_AGENT_CALL_INTERRUPTED"
 INTERRUPTED_MESSAGE = "The call may have partially run; inspect its effects before retrying"
-_UNSAVED_CODES = frozenset({WRITE_FAILED_CODE, MISMATCH_CODE, INVALID_CODE, KEY_CODE})
-"""Failures that are never saved as terminal: they belong to storage, not to the agent."""
+_UNSAVED_CODES = (
+    frozenset({WRITE_FAILED_CODE, MISMATCH_CODE, INVALID_CODE, KEY_CODE}) | APPROVAL_CODES
+)
+"""Failures that are never saved as terminal: they belong to storage, or wait for a person
+(a call waiting for approval, or a decision that did not fit: the execution stays
+resumable)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -160,6 +166,8 @@ class Journal:
         self._failure: BaseException | None = None
         self.writes = 0
         """Store writes made (each one transaction in a SQLite store)."""
+        self.approvals: Mapping[str, Approval] = {}
+        """The checked approval decisions of this run (the root run's context `approvals`)."""
 
     @classmethod
     def open(cls, durability: Durability, options: Any, given: str | None = None) -> Journal:
@@ -325,6 +333,8 @@ def _check_entry(entry: Any, where: str) -> None:
         isinstance(outcome, dict) and type(outcome.get("ok")) is bool
     ):
         raise _invalid(f"{where} is completed without an outcome")
+    if "approval" in entry and not isinstance(entry["approval"], dict):
+        raise _invalid(f"{where} has a malformed approval")
     consumed = entry.get("consumed")
     if consumed is not None and not (
         isinstance(consumed, dict)
@@ -513,17 +523,22 @@ class AgentJournal:
         """Record the reduced state; it is saved with the next write, before later work."""
         self.journal.change(lambda: self._commit_execution(execution), durable=False)
 
-    def decided(self, calls: list[dict[str, Any]], starting: int) -> None:
+    def decided(
+        self, calls: list[dict[str, Any]], starting: int, waiting: Mapping[int, str] | None = None
+    ) -> None:
         """Save the validated batch with its prepared inputs and its admission.
 
         The first `starting` calls start at once when the write returns, so their intents
-        (`running`) share this write: each is durable before its call starts.
+        (`running`) share this write: each is durable before its call starts. The calls
+        in `waiting` (index -> the agent's run id) wait for approval (`starting` is then 0).
         """
+        waiting = waiting or {}
         entries = [
             {
                 **call,
                 "input": _plain_json(call["input"], f"Agent call {quote(call['id'])} input"),
                 "status": "running" if index < starting else "pending",
+                **({"approval": {"agentRunId": waiting[index]}} if index in waiting else {}),
             }
             for index, call in enumerate(calls)
         ]
@@ -536,6 +551,50 @@ class AgentJournal:
 
         self.journal.change(mutate)
         self.launched = starting
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The calls of this node that wait for approval (`PendingApproval`s)."""
+        return node_pending(self.node, self.agent_path)
+
+    def still_waiting(self, run_id: str) -> None:
+        """Waiting calls stopped this attempt too: note its run id (saved with a flush)."""
+
+        def mutate() -> None:
+            for entry in self.entries:
+                if isinstance(entry.get("approval"), dict) and entry["status"] == "pending":
+                    entry["approval"]["agentRunId"] = run_id
+
+        self.journal.change(mutate, durable=False)
+
+    def decide_approvals(self, decisions: Mapping[int, tuple[str, Any, Any]]) -> None:
+        """Save the decisions on waiting calls, in one write before anything starts.
+
+        `decisions` maps a call index to `(kind, validated input or None, rejected
+        outcome or None)`.
+        """
+        saved = {
+            index: (
+                kind,
+                None
+                if value is None
+                else _plain_json(value, f"Agent call {quote(self.entries[index]['id'])} input"),
+                None if outcome is None else _plain_json(outcome, "Agent call outcome"),
+            )
+            for index, (kind, value, outcome) in decisions.items()
+        }
+
+        def mutate() -> None:
+            for index, (kind, value, outcome) in saved.items():
+                entry = self.entries[index]
+                entry["approval"]["decision"] = kind
+                if value is not None:
+                    entry["proposedInput"] = entry["input"]
+                    entry["input"] = value
+                if outcome is not None:
+                    entry["status"] = "completed"
+                    entry["outcome"] = outcome
+
+        self.journal.change(mutate)
 
     def stale(self, index: int) -> bool:
         """Whether call `index` was running when an earlier process stopped."""
@@ -585,13 +644,26 @@ class AgentJournal:
         """Save a terminal failure (not for storage errors: those cannot be saved)."""
         root = _root_cause(error)
         code = getattr(root, "code", None) if isinstance(root, TubelessError) else None
-        if code in _UNSAVED_CODES or self.journal.failed:
+        if _unsaved(error) or self.journal.failed:
             return
         failure = {
             "code": code if isinstance(code, str) else "TUBELESS_STEP_FAILED",
             "message": str(error)[:4096],
         }
         self.journal.change(lambda: self.node.__setitem__("failure", failure))
+
+
+def _unsaved(error: BaseException) -> bool:
+    """Whether a link of the cause chain belongs to storage or waits for a person."""
+    link: BaseException | None = error
+    for _ in range(32):
+        if link is None:
+            return False
+        if isinstance(link, TubelessError) and link.code in _UNSAVED_CODES:
+            return True
+        below = link.result.first_exception() if isinstance(link, PipelineExecutionError) else None
+        link = link.__cause__ if link.__cause__ is not None else below
+    return False
 
 
 def _root_cause(error: BaseException) -> BaseException:

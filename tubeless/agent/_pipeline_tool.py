@@ -6,7 +6,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._delegate import DURABLE_AGENTS, PipelineToolSpec, is_subagent
+from tubeless.agent._agent_contexts import DecisionContext
+from tubeless.agent._approvals import check_needs_approval
+from tubeless.agent._delegate import (
+    APPROVAL_AGENTS,
+    DURABLE_AGENTS,
+    PipelineToolSpec,
+    is_subagent,
+)
 from tubeless.agent._state import own_descriptor
 from tubeless.agent._tools import AgentTool, _schema, check_description, input_descriptor, new_tool
 from tubeless.errors import AgentDefinitionError, AgentError
@@ -41,6 +48,7 @@ def pipeline_tool(
     map_options: Callable[[Any], Any] | None = None,
     input_json_schema: Mapping[str, Any] | None = None,
     replay: Literal["safe", "unsafe"] = "unsafe",
+    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
 ) -> AgentTool:
     """Register `pipeline` as a tool; an agent registered this way is a subagent.
 
@@ -64,6 +72,10 @@ def pipeline_tool(
             after a crash may run the child again when the call was running. An unsafe
             call becomes the outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead. A durable
             subagent ignores it: it resumes from its own part of the parent's journal.
+        needs_approval: `True`, or `predicate(child_options, decision_context) -> bool`:
+            a call that needs approval waits for a person before its child starts (see
+            `define_tool`). Needs a durable agent. A subagent whose own tools need
+            approval needs a durable caller too; its waiting calls surface on the root run.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
@@ -83,6 +95,7 @@ def pipeline_tool(
         raise AgentDefinitionError(
             f"Pipeline tool {pipeline.id} replay must be 'safe' or 'unsafe', got {replay!r}"[:300]
         )
+    approval = check_needs_approval(needs_approval, f"Pipeline tool {pipeline.id}")
     source = None if input_schema is None else _schema(input_schema, "Pipeline tool input")
     spec = PipelineToolSpec(
         description=text,
@@ -93,6 +106,8 @@ def pipeline_tool(
         replay=replay,
         subagent=is_subagent(pipeline),
         durable=pipeline.definition.identity.definition_id in DURABLE_AGENTS,
+        needs_approval=approval,
+        child_approvals=pipeline.definition.identity.definition_id in APPROVAL_AGENTS,
     )
     return new_tool(spec)
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._frozen import FrozenDict
 from tubeless._types import RemoteToolHandler, SchemaLike, ToolDryRun, ToolHandler
-from tubeless.agent._agent_contexts import ToolContext
+from tubeless.agent._agent_contexts import DecisionContext, ToolContext
+from tubeless.agent._approvals import NeedsApproval, check_needs_approval
 from tubeless.agent._remote import check_remote_handler, run_remote
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
@@ -37,6 +38,7 @@ class _ToolSpec:
     preview: ToolHandler | None
     executor: concurrent.futures.Executor | None = None
     replay: str = "unsafe"
+    needs_approval: NeedsApproval = False
 
 
 @typing.final
@@ -162,6 +164,7 @@ def define_tool(
     dry_run: ToolDryRun = None,
     executor: None = None,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
+    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
 ) -> AgentTool: ...
 
 
@@ -176,6 +179,7 @@ def define_tool(
     dry_run: ToolDryRun = None,
     executor: concurrent.futures.Executor,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
+    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
 ) -> AgentTool: ...
 
 
@@ -189,6 +193,7 @@ def define_tool(
     dry_run: ToolDryRun = None,
     executor: concurrent.futures.Executor | None = None,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
+    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -209,11 +214,18 @@ def define_tool(
         replay: `"unsafe"` (default) or `"safe"`: whether a durable agent resuming after a
             crash may run the handler again when the call was running. An unsafe call
             becomes the recoverable outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead.
+        needs_approval: `True`, or `predicate(validated_input, decision_context) -> bool`
+            (pure: it runs once, while the batch is prepared): a call that needs approval
+            waits for a person. Its batch dispatches nothing, the run ends `failed` with
+            `TUBELESS_AGENT_APPROVAL_REQUIRED` and `run.pending_approvals` lists the
+            waiting calls; resume with the same key and `context={"approvals": {call_id:
+            tubeless.approve() | tubeless.reject(message) | tubeless.edit(new_input)}}`.
+            Needs a durable agent (`define_agent(durability=...)`).
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
             description, output schema, handler and dry-run policy, executor and whether
-            the handler pickles, replay, input descriptor.
+            the handler pickles, replay, needs_approval, input descriptor.
     """
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
@@ -226,6 +238,7 @@ def define_tool(
         check_remote_handler(run, executor, "Tool")
     if replay not in ("safe", "unsafe"):
         raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {replay!r}"[:300])
+    approval = check_needs_approval(needs_approval, "Tool")
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
     return new_tool(
@@ -238,6 +251,7 @@ def define_tool(
             preview=dry_run if callable(dry_run) else None,
             executor=executor,
             replay=replay,
+            needs_approval=approval,
         )
     )
 

@@ -11,6 +11,13 @@ from typing import Any
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
+from tubeless.agent._approvals import (
+    INVALID_EDIT_CODE,
+    MISSING_CODE,
+    needs_approval,
+    rejected_outcome,
+    waiting,
+)
 from tubeless.agent._budget import Budget
 from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
@@ -18,7 +25,7 @@ from tubeless.agent._journal import AgentJournal, Durability
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
-from tubeless.errors import AgentError, AgentLimitError
+from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
 from tubeless.pipeline.lowlevel import observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
@@ -165,7 +172,9 @@ class DecideStep:
         saved = journal.saved_turn(execution.turn) if journal is not None else None
         if saved is not None and saved["phase"] == "decided":
             # Decided before the restart: the saved batch, admitted and prepared once.
-            return PreparedBatch(self._restore(saved))
+            assert journal is not None
+            prepared = self._restore(saved)
+            return PreparedBatch(self._approved(saved, prepared, invocation, journal, context))
         if saved is None:
             invocation.budget.admit_decision()
             if journal is not None:
@@ -209,12 +218,87 @@ class DecideStep:
         self._admit(execution, invocation, len(batch))
         prepared = self._prepare(decision, context, invocation.budget)
         if journal is not None:
-            # The calls step starts this many at once (see `run_lazily`).
-            starting = min(self._runtime.limits.max_concurrency, len(prepared))
+            waits = self._waiting(prepared, view, invocation.agent_run_id)
+            # The calls step starts this many at once (see `run_lazily`); none when a call
+            # of the batch waits for approval.
+            starting = 0 if waits else min(self._runtime.limits.max_concurrency, len(prepared))
             journal.decided(
-                [{"id": c.id, "tool": c.tool, "input": c.input} for c in prepared], starting
+                [{"id": c.id, "tool": c.tool, "input": c.input} for c in prepared],
+                starting,
+                waits,
             )
+            if waits:
+                raise ApprovalRequiredError(journal.pending_approvals())
         return PreparedBatch(prepared)
+
+    def _waiting(
+        self, prepared: tuple[PreparedCall, ...], view: DecisionContext, run_id: str
+    ) -> dict[int, str]:
+        """The calls of a batch that need approval (index -> the agent's run id)."""
+        tools = self._runtime.tools
+        return {
+            index: run_id
+            for index, call in enumerate(prepared)
+            if needs_approval(tools[call.tool].needs_approval, call.tool, call.input, view)
+        }
+
+    def _approved(
+        self,
+        saved: Mapping[str, Any],
+        prepared: tuple[PreparedCall, ...],
+        invocation: Invocation,
+        journal: AgentJournal,
+        context: StepContext,
+    ) -> tuple[PreparedCall, ...]:
+        """Apply the run's approval decisions to a saved batch whose calls wait for them.
+
+        Every decision is checked (an edit validated) before one write records them all;
+        without decisions the batch still waits and nothing starts.
+        """
+        entries = saved["calls"]
+        indices = [index for index, entry in enumerate(entries) if waiting(entry)]
+        if not indices:
+            return prepared
+        decisions = journal.journal.approvals
+        if not decisions:
+            journal.still_waiting(invocation.agent_run_id)
+            raise ApprovalRequiredError(journal.pending_approvals())
+        calls = list(prepared)
+        chosen: dict[int, tuple[str, Any, Any]] = {}
+        for index in indices:
+            entry = entries[index]
+            decision = decisions.get(entry["id"])
+            if decision is None:
+                raise AgentError(
+                    f"No decision for waiting call {quote(entry['id'])}", code=MISSING_CODE
+                )
+            if decision.kind == "reject":
+                assert decision.message is not None
+                chosen[index] = ("reject", None, rejected_outcome(entry, decision.message))
+            elif decision.kind == "edit":
+                value = self._edited(calls[index], decision.input, context)
+                calls[index] = dataclasses.replace(calls[index], input=value)
+                chosen[index] = ("edit", value, None)
+            else:
+                chosen[index] = ("approve", None, None)
+        raise_if_cancelled(context.signal)
+        journal.decide_approvals(chosen)
+        return tuple(calls)
+
+    def _edited(self, call: PreparedCall, new_input: Any, context: StepContext) -> Any:
+        """Validate an edited input like any argument of the call's tool."""
+        spec = self._runtime.tools[call.tool]
+        label = f"Edited input of call {quote(call.id)} ({call.tool})"
+        try:
+            _require_plain(new_input, label)
+            if isinstance(spec, PipelineToolSpec):
+                return prepare_child_options(spec, call.tool, new_input)
+            return validate_boundary(spec.input_schema, new_input, f"Agent tool {call.tool} input")
+        except Exception as error:
+            raise AgentError(
+                f"{label} was rejected, nothing was dispatched: {str(error)[:2000]}",
+                code=INVALID_EDIT_CODE,
+            ) from error
 
     def _restore(self, saved: Mapping[str, Any]) -> tuple[PreparedCall, ...]:
         """The prepared calls of a saved batch: saved inputs, plans made again (pure)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-__all__ = ["ExitCode", "error_named", "exit_code_for", "one_line"]
+__all__ = ["ExitCode", "error_named", "exit_code_for", "one_line", "waiting_calls"]
 
 
 class ExitCode(enum.IntEnum):
@@ -27,6 +27,8 @@ class ExitCode(enum.IntEnum):
     """The run failed, or something else went wrong."""
     CANCELLATION = 7
     """The run was cancelled (Ctrl-C)."""
+    APPROVAL = 8
+    """A durable agent waits for approval of tool calls: resume with decisions."""
 
 
 def error_named(error: object, name: str) -> bool:
@@ -44,12 +46,19 @@ def _run_errors(error: object) -> list[Any] | None:
     return list(errors) if isinstance(errors, (list, tuple)) else None
 
 
+def waiting_calls(error: BaseException) -> tuple[Any, ...]:
+    """The calls a failed run waits on for approval (`PipelineRun.pending_approvals`)."""
+    pending = getattr(getattr(error, "result", None), "pending_approvals", None)
+    return tuple(pending) if isinstance(pending, tuple) else ()
+
+
 def exit_code_for(error: BaseException) -> ExitCode:
     """Map an exception raised by a command (or its run) onto an exit code.
 
-    Help is 0; rejected command arguments are 4; a `PipelineExecutionError` is 7 when
-    every run error is a cancellation, 5 when any is a planning error, 6 otherwise; a
-    `CliLoadError` carries its own code; anything else is 6.
+    Help is 0; rejected command arguments are 4; a `PipelineExecutionError` is 8 when
+    a durable agent waits for approval, 7 when every run error is a cancellation, 5 when
+    any is a planning error, 6 otherwise; a `CliLoadError` carries its own code; anything
+    else is 6.
     """
     if error_named(error, "CliHelpRequested"):
         return ExitCode.SUCCESS
@@ -58,6 +67,8 @@ def exit_code_for(error: BaseException) -> ExitCode:
     if error_named(error, "CliLoadError"):
         return ExitCode(getattr(error, "exit_code", ExitCode.LOAD))
     errors = _run_errors(error) if error_named(error, "PipelineExecutionError") else None
+    if errors and waiting_calls(error):
+        return ExitCode.APPROVAL
     if errors:
         if all(getattr(item, "kind", None) == "cancellation" for item in errors):
             return ExitCode.CANCELLATION

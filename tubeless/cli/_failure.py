@@ -12,12 +12,14 @@ exception's traceback follows; otherwise the CLI never prints a traceback.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import traceback
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from tubeless.cli._exit import error_named, one_line
+from tubeless._quote import quote
+from tubeless.cli._exit import error_named, one_line, waiting_calls
 from tubeless.errors import format_diagnostic
 
 __all__ = ["TRACEBACK_ENV", "failure_lines", "print_failure", "print_rejected", "want_traceback"]
@@ -154,11 +156,43 @@ def _run_error_line(error: Any) -> str:
         return " ".join(str(getattr(error, "message", error)).split())
 
 
+_INPUT_LIMIT = 200
+
+
+def _plain(text: str) -> str:
+    """`text` as it is when it is short and printable, else a bounded, escaped quote."""
+    if len(text) <= 128 and text.isprintable() and " " not in text:
+        return text
+    return quote(text)
+
+
+def approval_lines(pending: tuple[Any, ...]) -> list[str]:
+    """What a run waiting for approval prints: each waiting call, and how to decide."""
+    lines = [f"Waiting for approval: {len(pending)} call(s); nothing of their batch ran."]
+    for call in pending:
+        shown = json.dumps(call.input, ensure_ascii=True, sort_keys=True, default=str)
+        if len(shown) > _INPUT_LIMIT:
+            shown = shown[: _INPUT_LIMIT - 3] + "..."
+        lines.append(
+            f"  {_plain(call.call_id)}  {_plain(call.tool)}  turn {call.turn}  "
+            f"{_plain(call.agent)}  {shown}"
+        )
+    lines.append(
+        "Run it again with --approve CALL_ID or --reject CALL_ID=MESSAGE for each call "
+        "(tubeless run FILE --approve ID -- ARGS); nothing that ran runs again."
+    )
+    return lines
+
+
 def failure_lines(error: BaseException) -> list[str]:
     """`Error: ...` per root cause of a failed run (and where user code raised it).
 
-    A failure that is not a failed run gives one `Error: <message>` line.
+    A failure that is not a failed run gives one `Error: <message>` line; a run that
+    waits for approval lists the waiting calls instead.
     """
+    pending = waiting_calls(error)
+    if pending:
+        return approval_lines(pending)
     roots = root_causes(error)
     if not roots:
         return [f"Error: {one_line(error)}"]

@@ -70,6 +70,30 @@ shows the agent tree: turns, calls with tool, status, error code and duration, a
 each subagent under the call that started it.""",
     ),
     (
+        "APPROVALS",
+        """\
+A tool defined with define_tool(..., needs_approval=True) (or a predicate of the validated
+input and the decision context) makes its calls wait for a person. It needs a durable
+agent (define_agent(durability=...)); a durable subagent joins its caller's journal, so
+its waiting calls surface on the root run. When an admitted batch holds a call that needs
+approval, no call of that batch starts: the journal keeps the batch, the run fails with
+TUBELESS_AGENT_APPROVAL_REQUIRED, and
+.B run
+exits 8 after listing the waiting calls.
+.B approvals --store FILE
+lists them from the checkpoint store (the agent's SqliteCheckpointStore file, not a trace
+store). Run the same command again with
+.B --approve CALL_ID
+or
+.B --reject CALL_ID=MESSAGE
+for every waiting call: an approved call runs, a rejected one becomes the outcome
+TUBELESS_AGENT_CALL_REJECTED with MESSAGE for the agent to see. In Python, resume with
+context={"approvals": {CALL_ID: tubeless.approve() | tubeless.reject(MESSAGE) |
+tubeless.edit(NEW_INPUT)}}; an edited input is validated like any argument. An unknown
+call id, a decision for a call that needs none, a waiting call left undecided, or a bad
+edit is an error, and nothing is dispatched. Nothing that ran runs again.""",
+    ),
+    (
         "EXECUTORS",
         """\
 A tool defined with define_tool(..., executor=...) runs its handler on that

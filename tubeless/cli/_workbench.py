@@ -12,6 +12,7 @@ from tubeless._version import DISTRIBUTION, package_version
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
+from tubeless.cli._workbench_approvals import handle_approvals
 from tubeless.cli._workbench_export import handle_export
 from tubeless.cli._workbench_history import handle_history
 from tubeless.cli._workbench_parser import get_parser
@@ -28,6 +29,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "graph": handle_graph,
     "history": handle_history,
     "export": handle_export,
+    "approvals": handle_approvals,
 }
 
 
@@ -76,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         0 success (help included), 1 usage, 2 load, 3 definition, 4 invalid command
-        arguments, 5 planning, 6 execution, 7 cancellation; 130 for Ctrl-C outside a run.
+        arguments, 5 planning, 6 execution, 7 cancellation, 8 waiting for approval; 130
+        for Ctrl-C outside a run.
     """
     try:
         return int(_dispatch(sys.argv[1:] if argv is None else argv))

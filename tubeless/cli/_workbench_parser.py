@@ -24,12 +24,14 @@ COMMAND_HELP = {
     "run": "Run a pipeline command (or a project pipeline) with its own arguments.",
     "history": "Show runs recorded in a SQLite store or an NDJSON trace.",
     "export": "Send recorded runs to an observability backend (export otel: OTLP/HTTP).",
+    "approvals": "List the tool calls of durable agents that wait for approval.",
 }
 """One sentence per command, as the top-level help lists them."""
 
 _EPILOG = (
     "Exit codes: 0 success (help included), 1 usage error, 2 load error, 3 definition "
-    "error, 4 invalid command arguments, 5 planning error, 6 execution error, 7 cancelled."
+    "error, 4 invalid command arguments, 5 planning error, 6 execution error, 7 cancelled, "
+    "8 waiting for approval (a durable agent stopped before calls that need approval)."
 )
 
 
@@ -134,7 +136,7 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
     parser = commands.add_parser(
         "run",
         usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH] [--traceback] "
-        "FILE|ID [-- APP-ARG ...]",
+        "[--approve CALL_ID] [--reject CALL_ID=MESSAGE] FILE|ID [-- APP-ARG ...]",
         help=COMMAND_HELP["run"],
         description=COMMAND_HELP["run"] + " Application flags belong after --; use "
         "'tubeless run FILE -- --help' for the command's own help. A durable agent (one "
@@ -142,7 +144,9 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
         "execution key: its completed calls are not repeated, and a call that was running "
         "when the process died is reported to the agent as TUBELESS_AGENT_CALL_INTERRUPTED "
         "unless its tool is replay='safe'. Commands that declare it take --execution-key "
-        "KEY to choose the key.",
+        "KEY to choose the key. A run that stops before tool calls that need approval "
+        "exits 8 and lists them; run the same command again with one --approve or "
+        "--reject per waiting call to decide them.",
     )
     _add_source_options(parser, kind="pipeline command")
     parser.add_argument(
@@ -161,6 +165,20 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
         action="store_true",
         help="After a failure, also print the traceback of the exception that started it "
         "(as does the environment variable TUBELESS_TRACEBACK=1).",
+    )
+    parser.add_argument(
+        "--approve",
+        action="append",
+        metavar="CALL_ID",
+        help="Approve the waiting tool call CALL_ID of the durable execution being resumed "
+        "(repeatable).",
+    )
+    parser.add_argument(
+        "--reject",
+        action="append",
+        metavar="CALL_ID=MESSAGE",
+        help="Reject the waiting tool call CALL_ID; the agent sees the outcome "
+        "TUBELESS_AGENT_CALL_REJECTED with MESSAGE (repeatable).",
     )
     parser.add_argument(
         "app_args",
@@ -201,6 +219,31 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
     )
     parser.add_argument(
         "run_id", nargs="?", metavar="RUN_ID", help="Show this run in detail instead of the list."
+    )
+
+
+def _add_approvals(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "approvals",
+        help=COMMAND_HELP["approvals"],
+        description=COMMAND_HELP["approvals"] + " The store is the agent's checkpoint store "
+        "(its Durability store, a SqliteCheckpointStore file), not a trace store; it is only "
+        "read, never created. Each line shows the execution key, the call id, the tool, the "
+        "turn, the agent path and the proposed input. Decide them with tubeless run FILE "
+        "--approve CALL_ID or --reject CALL_ID=MESSAGE.",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="FILE",
+        required=True,
+        help="Read this SQLite checkpoint store.",
+    )
+    parser.add_argument("--json", action="store_true", help="Print the waiting calls as JSON.")
+    parser.add_argument(
+        "key",
+        nargs="?",
+        metavar="KEY",
+        help="Show only the execution with this key (default: every execution).",
     )
 
 
@@ -275,4 +318,5 @@ def get_parser() -> StrictArgumentParser:
     for add in (_add_list, _add_inspect, _add_plan, _add_graph, _add_run, _add_history):
         add(commands)
     _add_export(commands)
+    _add_approvals(commands)
     return parser

@@ -14,10 +14,11 @@ from tubeless.cli._command import PipelineCommand
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._interrupt import InterruptGuard
+from tubeless.cli._workbench_approvals import approval_decisions
 from tubeless.cli._workbench_destinations import destinations_conflict
 from tubeless.cli._workbench_sources import resolve_target
 from tubeless.cli._workbench_stdout import diverted_stdout
-from tubeless.errors import CliHelpRequested, CliUsageError, CliValidationError
+from tubeless.errors import AgentError, CliHelpRequested, CliUsageError, CliValidationError
 
 __all__ = ["handle_run"]
 
@@ -48,6 +49,10 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
         CliLoadError: when the command cannot be loaded.
     """
     arguments, app_args = _parse(parser, argv)
+    try:
+        approvals = approval_decisions(arguments.approve, arguments.reject)
+    except (ValueError, AgentError) as error:
+        raise CliUsageError([str(error)], parser.format_help()) from None
     cwd = Path.cwd()
     target = resolve_target(arguments.source, arguments.export, arguments.project, cwd)
     command = target.command()
@@ -65,7 +70,7 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
             print_failure(error, sys.stderr)
             return ExitCode.EXECUTION
         show = want_traceback(bool(arguments.traceback))
-        code = _execute(command, app_args, sink, target.cwd, show_traceback=show)
+        code = _execute(command, app_args, sink, target.cwd, approvals, show_traceback=show)
         return _close(sink, code)
 
 
@@ -93,11 +98,14 @@ def _execute(
     app_args: Sequence[str],
     sink: Any,
     cwd: str | None,
+    approvals: dict[str, Any],
     *,
     show_traceback: bool,
 ) -> int:
     run_signal = threading.Event()
     context: dict[str, Any] = {"signal": run_signal}
+    if approvals:
+        context["approvals"] = approvals
     if sink is not None:
         context["tracing"] = sink
     if cwd is not None:

@@ -117,6 +117,12 @@ def execution_key_of(context: ExecutionContext) -> str | None:
     return scope_of(context).execution_key
 
 
+def approvals_of(context: ExecutionContext) -> Mapping[str, Any] | None:
+    """The approval decisions given in the context of the run behind `context` (root runs
+    only: child runs never inherit them)."""
+    return scope_of(context).approvals
+
+
 def item_key_of(context: ExecutionContext) -> str | None:
     """The item key of the run behind `context` (`None` for a root run)."""
     return scope_of(context).item_key

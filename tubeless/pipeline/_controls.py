@@ -141,6 +141,9 @@ class RunContext:
     execution_key: str | None = None
     """The execution key of a durable agent run as the root (instead of its `Durability`
     key): run again with the same key to resume."""
+    approvals: Mapping[str, Any] | None = None
+    """Decisions for the calls a durable agent stopped for (root runs only): call id ->
+    `tubeless.approve()`, `tubeless.reject(message)` or `tubeless.edit(new_input)`."""
 
 
 _CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
@@ -174,6 +177,8 @@ def _check_context(context: RunContext) -> None:
         value = getattr(context, field)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise TypeError(f"context {field} must be a non-blank string")
+    if context.approvals is not None and not isinstance(context.approvals, Mapping):
+        raise TypeError("context approvals must be a mapping of call id to decision")
     if context.tracing is not None and not callable(getattr(context.tracing, "export", None)):
         raise TypeError("context tracing must be a trace sink with export(record)")
     for field in ("now", "sleep"):

@@ -91,6 +91,7 @@ def _scope_for_root(
         dry_run=dry_run,
         channel=channel,
         execution_key=context.execution_key,
+        approvals=context.approvals,
     ), hooks
 
 

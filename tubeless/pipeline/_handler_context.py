@@ -79,6 +79,7 @@ class RunScope:
     observer: RunObserver | None = None
     options: Any = None
     execution_key: str | None = None
+    approvals: Mapping[str, Any] | None = None
     _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
 
     def next_attempt_id(self) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tubeless.errors import Diagnostic
+from tubeless.errors import Diagnostic, PendingApproval, pending_approvals_of
 
 if TYPE_CHECKING:
     from tubeless.pipeline._identity import DefinitionIdentity
@@ -184,6 +184,20 @@ class PipelineRun:
             _published(report) or _unpublished_by_failure(report, reports) for report in self.steps
         )
         return causal if derived else self.errors
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The tool calls a durable agent stopped for, waiting for a person's decision.
+
+        Non-empty exactly when the run failed with `TUBELESS_AGENT_APPROVAL_REQUIRED`
+        (also when the agent is a subagent, or runs below another pipeline's step).
+        Resume with the same execution key and `context={"approvals": {...}}`.
+        """
+        for exception in self.exceptions:
+            pending = pending_approvals_of(exception)
+            if pending:
+                return pending
+        return ()
 
     def first_exception(self) -> BaseException | None:
         """The exception behind the first error that has one."""

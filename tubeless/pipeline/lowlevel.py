@@ -13,7 +13,8 @@ What it promises, for as long as a name is listed here:
   of the run tree, logger, clock and working directory; `parentRunId` and `itemKey`
   set; it returns the child's `PipelineRun` and never raises for a run failure
   (`options_checked=True`: the options were already validated by the child's schema).
-  `execution_key_of(context)` is the durable execution key given in the root run's context.
+  `execution_key_of(context)` is the durable execution key given in the root run's context,
+  `approvals_of(context)` the approval decisions given there.
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
   tell which call of its parent started it.
   `child_failure(pipeline, plan, run)` is the `PipelineExecutionError` a parent raises
@@ -35,6 +36,7 @@ What it promises, for as long as a name is listed here:
 from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
 from tubeless.pipeline._child_runs import (
     IterationRunner,
+    approvals_of,
     child_failure,
     execution_key_of,
     item_key_of,
@@ -53,6 +55,7 @@ __all__ = [
     "DETAIL_GROUP_LIMIT",
     "PROGRESS_INTERVAL_MS",
     "IterationRunner",
+    "approvals_of",
     "cancellation_message",
     "child_failure",
     "execution_key_of",

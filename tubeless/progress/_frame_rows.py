@@ -16,6 +16,7 @@ from tubeless.progress._record_fields import (
     run_facts,
     skip_detail,
     summary_line,
+    waits_for_approval,
 )
 from tubeless.progress._terminal import (
     Theme,
@@ -122,7 +123,12 @@ def _step_row(
         text = f"{theme.paint('complete', symbols.complete)} {name} "
         return Row(f"  {text}{theme.paint('description', duration)}")
     if step.status == "failed":
-        return Row(f"  {theme.paint('fail', symbols.fail)} {name}: {error_message(ended)}")
+        symbol = (
+            theme.paint("skip", symbols.pending)
+            if waits_for_approval(ended)
+            else theme.paint("fail", symbols.fail)
+        )
+        return Row(f"  {symbol} {name}: {error_message(ended)}")
     if step.status == "cancelled":
         note = error_message(ended)
         return Row(f"  {theme.paint('skip', symbols.skip)} {name}: cancelled: {note}")

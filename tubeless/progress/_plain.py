@@ -17,6 +17,7 @@ from tubeless.progress._record_fields import (
     setback_rows,
     skip_detail,
     summary_line,
+    waits_for_approval,
 )
 from tubeless.progress._reporter import LogLevel, PipelineReporter
 from tubeless.progress._terminal import (
@@ -212,10 +213,12 @@ class PlainReporter(PipelineReporter):
     def _step_failed(self, record: Mapping[str, Any]) -> None:
         self._forget_progress(record)
         theme = self._theme
-        self._line(
-            f"  {theme.paint('fail', theme.symbols.fail)} {self._name(record)}:"
-            f" {error_message(record)}"
+        symbol = (
+            theme.paint("skip", theme.symbols.pending)
+            if waits_for_approval(record)
+            else theme.paint("fail", theme.symbols.fail)
         )
+        self._line(f"  {symbol} {self._name(record)}: {error_message(record)}")
 
     def _finalize_started(self, record: Mapping[str, Any]) -> None:
         theme = self._theme

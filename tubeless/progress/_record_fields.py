@@ -23,7 +23,10 @@ __all__ = [
     "setback_rows",
     "skip_detail",
     "summary_line",
+    "waits_for_approval",
 ]
+
+APPROVAL_REQUIRED = "TUBELESS_AGENT_APPROVAL_REQUIRED"
 
 
 def payload(record: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -54,6 +57,13 @@ def error_message(record: Mapping[str, Any]) -> str:
         if message is not None:
             return sanitize_terminal_text(message)
     return "unknown error"
+
+
+def waits_for_approval(record: Mapping[str, Any]) -> bool:
+    """Whether the record's `error` is a durable agent stopping for approval (not a failure
+    to fix: the run waits for a person's decision)."""
+    error = record.get("error")
+    return isinstance(error, Mapping) and error.get("sourceCode") == APPROVAL_REQUIRED
 
 
 def skip_detail(record: Mapping[str, Any], *, prefer_dependency: bool) -> str:

@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 LIMIT_CODE = "TUBELESS_AGENT_LIMIT_REACHED"
+APPROVAL_CODE = "TUBELESS_AGENT_APPROVAL_REQUIRED"
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,8 +48,9 @@ class AgentCallView:
     child_agent_run_ids: tuple[str, ...] = ()
     """The agent runs this call started (a subagent, or agents inside a pipeline tool)."""
     replay: str | None = None
-    """For a durable agent that resumed: `reused` (the saved outcome, not run again) or
-    `interrupted` (running when the process died; not safe to repeat)."""
+    """For a durable agent that resumed: `reused` (the saved outcome, not run again),
+    `interrupted` (running when the process died; not safe to repeat) or `rejected` (a
+    person refused the call it waited on)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return `{id, tool, runId, status, durationMs?, toolErrorCode?, replay?,
@@ -103,7 +105,8 @@ class AgentView:
     status: str
     """The agent run's status."""
     ended: str
-    """`finished`, `limit`, `cancelled`, `failed` or `running`."""
+    """`finished`, `limit`, `waiting` (for approval of tool calls), `cancelled`, `failed`
+    or `running`."""
     turns: tuple[AgentTurnView, ...]
     """The agent's turns, in order."""
     duration_ms: float | None = None
@@ -216,7 +219,10 @@ def _ended(run: _Run) -> str:
         return "finished"
     if run.status in ("cancelled", "running"):
         return run.status
-    return "limit" if LIMIT_CODE in _codes(run.error) else "failed"
+    codes = set(_codes(run.error))
+    if APPROVAL_CODE in codes:
+        return "waiting"
+    return "limit" if LIMIT_CODE in codes else "failed"
 
 
 def _replay(attributes: Mapping[str, Any]) -> str | None:
@@ -224,6 +230,8 @@ def _replay(attributes: Mapping[str, Any]) -> str | None:
         return "reused"
     if attributes.get("agent.interrupted") is True:
         return "interrupted"
+    if attributes.get("agent.rejected") is True:
+        return "rejected"
     return None
 
 
