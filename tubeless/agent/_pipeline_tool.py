@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict
+from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._approvals import check_needs_approval
 from tubeless.agent._delegate import (
@@ -93,7 +94,7 @@ def pipeline_tool(
         raise AgentDefinitionError(f"Pipeline tool {pipeline.id} map_options must be callable")
     if replay not in REPLAY_MODES:
         raise AgentDefinitionError(
-            f"Pipeline tool {pipeline.id} replay must be 'safe' or 'unsafe', got {replay!r}"[:300]
+            f"Pipeline tool {pipeline.id} replay must be 'safe' or 'unsafe', got {quote(replay)}"
         )
     approval = check_needs_approval(needs_approval, f"Pipeline tool {pipeline.id}")
     source = None if input_schema is None else _schema(input_schema, "Pipeline tool input")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._frozen import FrozenDict
+from tubeless._quote import quote
 from tubeless._types import RemoteToolHandler, SchemaLike, ToolDryRun, ToolHandler
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._approvals import NeedsApproval, check_needs_approval
@@ -237,7 +238,7 @@ def define_tool(
     if executor is not None:
         check_remote_handler(run, executor, "Tool")
     if replay not in ("safe", "unsafe"):
-        raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {replay!r}"[:300])
+        raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {quote(replay)}")
     approval = check_needs_approval(needs_approval, "Tool")
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
