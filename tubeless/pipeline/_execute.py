@@ -166,10 +166,11 @@ class _Run:
         self._errors: list[Diagnostic] = []
         self._exceptions: list[BaseException | None] = []
 
-    def _emit(self, name: str, payload: dict[str, Any], **fields: Any) -> None:
+    def _emit(self, name: str, **fields: Any) -> None:
+        """Emit a finalize record: its payload is always empty, the rest the library's."""
         observer = self._scope.observer
         if observer is not None:
-            observer.emit(name, payload, **fields)
+            observer.emit(name, {}, payload_checked="error" not in fields, **fields)
 
     def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
         self._errors.append(error)
@@ -275,7 +276,7 @@ class _Run:
     def _finalize(self, outputs: dict[str, Any]) -> tuple[bool, Any]:
         if self._errors and not self._controls.continue_on_error:
             return False, None
-        self._emit("pipeline.finalize.started", {})
+        self._emit("pipeline.finalize.started")
         started = self._scope.now()
         try:
             raise_if_cancelled(self._scope.signal)
@@ -291,11 +292,9 @@ class _Run:
             record = finalization_error(error, self._scope.signal)
             self._fail(record, error)
             duration = self._scope.now() - started
-            self._emit(
-                "pipeline.finalize.failed", {}, durationMs=duration, error=trace_error(record)
-            )
+            self._emit("pipeline.finalize.failed", durationMs=duration, error=trace_error(record))
             return False, None
-        self._emit("pipeline.finalize.completed", {}, durationMs=self._scope.now() - started)
+        self._emit("pipeline.finalize.completed", durationMs=self._scope.now() - started)
         return True, value
 
     def _complete(
@@ -332,7 +331,8 @@ class _Run:
                 "finalized": done,
                 "stepCount": len(self._plan.steps),
             }
-            scope.observer.emit("pipeline.completed", payload, **fields)
+            # The payload is the library's own; an error takes the full check.
+            scope.observer.emit("pipeline.completed", payload, payload_checked=not errors, **fields)
         return result
 
 

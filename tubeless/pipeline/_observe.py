@@ -14,9 +14,18 @@ from tubeless._types import Hook
 from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
-from tubeless.trace.lowlevel import check_own_fields, check_record, shared_fields_valid
+from tubeless.trace.lowlevel import (
+    check_own_fields,
+    check_record,
+    record_size_problem,
+    shared_fields_valid,
+)
 
 Record = dict[str, Any]
+
+_LEAN_IDS = frozenset({"stepId", "attemptId"})
+"""Id fields a record with a checked payload may carry and still skip the schema."""
+_SAFE_INTEGER = 2**53
 
 _HOOK_BY_RECORD = {
     "pipeline.started": "on_pipeline_start",
@@ -45,6 +54,22 @@ def _hook_names(record: Record) -> tuple[str, ...]:
     if name.startswith("step.") and name != "step.attempted":
         return ("on_record", specific, "on_step_status")
     return ("on_record", specific)
+
+
+def _plain(value: object) -> bool:
+    """Whether `value` is an integer every JSON reader keeps exactly (what a clock gives)."""
+    return type(value) is int and -_SAFE_INTEGER < value < _SAFE_INTEGER
+
+
+def _lean_fields(fields: dict[str, Any]) -> bool:
+    """Whether `fields` hold only non-empty string ids and a plain `durationMs`."""
+    for key, value in fields.items():
+        if key in _LEAN_IDS:
+            if type(value) is not str or not value:
+                return False
+        elif key != "durationMs" or not _plain(value):
+            return False
+    return True
 
 
 class TraceChannel:
@@ -177,7 +202,7 @@ class TraceChannel:
 class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
-    __slots__ = ("_base", "_base_valid", "_channel", "_failed_hooks", "_hooks", "_now")
+    __slots__ = ("_base", "_base_valid", "_channel", "_failed_hooks", "_head", "_hooks", "_now")
 
     def __init__(
         self,
@@ -189,6 +214,8 @@ class RunObserver:
         self._channel = channel
         self._hooks = tuple(hooks)
         self._base = base
+        # Every record starts as a copy of this (`name` is set in its place).
+        self._head = {"version": TRACE_VERSION, "name": None, **base}
         # Every record of the run repeats these fields: they are checked here, once.
         self._base_valid = shared_fields_valid({"version": TRACE_VERSION, **base})
         self._now = now
@@ -199,16 +226,34 @@ class RunObserver:
     ) -> bool:
         """Build, check and deliver one record named `name`; return whether it was valid.
 
-        `payload_checked` skips the payload's own schema for a payload known to be valid.
+        `payload_checked` skips the payload's own schema for a payload known to be valid
+        (built by the library from checked parts, or by a function enforcing the schema's
+        rules for it). Such a record skips the schema altogether when its other fields are
+        ones the library shaped holding plain values: `stepId` and `attemptId` non-empty
+        strings, `timestampMs` and `durationMs` integers such as a clock gives. Anything
+        else (a user clock's float, an error object) takes the full check.
         """
-        own = {"timestampMs": self._now(), **fields, "payload": payload}
-        record = TraceRecord(version=TRACE_VERSION, name=name, **self._base)
-        record.update(own)
+        now = self._now()
+        record = TraceRecord(self._head)
+        record["name"] = name
+        record["timestampMs"] = now
+        if fields:
+            record.update(fields)
+        record["payload"] = payload
+        if payload_checked and self._base_valid and _plain(now) and _lean_fields(fields):
+            self._channel.deliver(self, record)
+            return True
+        own = {"timestampMs": now, **fields, "payload": payload}
         try:
             if self._base_valid:
                 check_own_fields(record, own, payload_checked=payload_checked)
             else:
                 check_record(record, payload_checked=payload_checked)
+            if not (_plain(now) and _plain(fields.get("durationMs", 0))):
+                # A clock's odd reading (an int too long to write, say) must still encode.
+                problem = record_size_problem(record)
+                if problem is not None:
+                    raise TraceRecordError(f"at {problem[0]}: {problem[1]}")
         except Exception as error:
             self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
             return False

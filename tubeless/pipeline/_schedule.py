@@ -292,7 +292,9 @@ class StepScheduler:
         attempt = _Attempt(self._scope.next_attempt_id(), self._scope.now())
         observer = self._scope.observer
         if observer is not None:
-            observer.emit("step.running", {}, stepId=step.id, attemptId=attempt.id)
+            observer.emit(
+                "step.running", {}, payload_checked=True, stepId=step.id, attemptId=attempt.id
+            )
         return attempt
 
     def _publish(
@@ -342,7 +344,8 @@ class StepScheduler:
         if observer is None:
             return
         name, payload, fields = terminal_record(report)
-        observer.emit(name, payload, **fields)
+        # A completion's payload is the constant status; other kinds carry outside text.
+        observer.emit(name, payload, payload_checked=report.status == "completed", **fields)
 
 
 _RECORD_NAMES = {

@@ -19,7 +19,12 @@ from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_
 from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
-from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem, record_size_problem
+from tubeless.trace._rules import (
+    TRACE_DETAIL_BYTE_LIMIT,
+    record_problem,
+    record_size_problem,
+    relation_problem,
+)
 
 __all__ = [
     "SHARED_FIELDS",
@@ -159,9 +164,10 @@ def _shared_checker() -> SchemaChecker:
 def shared_fields_valid(shared: Mapping[str, Any]) -> bool:
     """Whether `shared` (`version` and `SHARED_FIELDS` only) is valid in any kind of record.
 
-    Every kind declares these fields alike, and requires `version`, `pipelineId`, `runId`.
+    Every kind declares these fields alike, and requires `version`, `pipelineId`, `runId`;
+    the rule relating them (`iteration.runId == parentRunId`) holds in every kind too.
     """
-    return _shared_checker().is_valid(shared)
+    return _shared_checker().is_valid(shared) and relation_problem(shared) is None
 
 
 def _shorten(message: str) -> str:
