@@ -282,7 +282,20 @@ HOSTILE_ROWS = st.lists(
     completed=HOSTILE_VALUES,
     total=st.one_of(st.none(), HOSTILE_VALUES),
     message=st.one_of(st.none(), HOSTILE_VALUES),
-    details=st.one_of(st.none(), HOSTILE_ROWS, st.just([{"id": "r" * 4000}] * 300)),
+    details=st.one_of(
+        st.none(),
+        HOSTILE_ROWS,
+        st.just([{"id": "r" * 4000}] * 300),
+        # Rows whose JSON is several bytes per character, near the detail byte limit.
+        st.builds(
+            lambda unit, count, number: (
+                [{"id": unit * 4096, "name": unit * 4096, "completed": number}] * count
+            ),
+            st.sampled_from(["\x00", "\ud800", "🙂", '"', "a"]),
+            st.sampled_from([1, 4, 5, 6, 40, 128]),
+            st.sampled_from([0, 2**999, -(2**999), 1.7976931348623157e308]),
+        ),
+    ),
 )
 def test_progress_records_skip_the_payload_schema_yet_always_read_back(
     completed: Any, total: Any, message: Any, details: Any

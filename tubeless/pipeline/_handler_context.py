@@ -39,6 +39,9 @@ def default_sleep(seconds: float, signal: threading.Event) -> None:
     signal.wait(max(0.0, seconds))
 
 
+_FLOAT_SAFE = 2**1000
+"""Integers inside this bound convert to a finite float (the largest float is near 2**1024)."""
+
 PROGRESS_INTERVAL_MS = 50
 """Progress records of one attempt go out at most this often (the latest is never lost)."""
 
@@ -347,6 +350,9 @@ class StepContext(ExecutionContext):
 
 
 def _finite(value: object, field: str) -> float:
+    # Most counts are ints, exact and finite unless too large for a float.
+    if type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE:
+        return value
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return value
@@ -356,26 +362,46 @@ def _finite(value: object, field: str) -> float:
 
 
 def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(row, Mapping) or not isinstance(row.get("id"), str) or not row["id"]:
+    row_id = row.get("id") if isinstance(row, Mapping) else None
+    if not isinstance(row_id, str) or not row_id:
         raise TypeError("progress details rows must be mappings with a non-empty string id")
-    out: dict[str, Any] = {"id": bounded_text(row["id"], TRACE_STRING_LIMIT)}
-    for key in ("name", "label"):
-        if isinstance(row.get(key), str):
-            out[key] = bounded_text(row[key], TRACE_STRING_LIMIT)
-    if row.get("status") is not None:
-        if row["status"] not in PROGRESS_STATUSES:
+    out: dict[str, Any] = {"id": bounded_text(row_id, TRACE_STRING_LIMIT)}
+    name, label = row.get("name"), row.get("label")
+    if isinstance(name, str):
+        out["name"] = bounded_text(name, TRACE_STRING_LIMIT)
+    if isinstance(label, str):
+        out["label"] = bounded_text(label, TRACE_STRING_LIMIT)
+    status = row.get("status")
+    if status is not None:
+        if status not in PROGRESS_STATUSES:
             raise TypeError(
                 f"progress details status must be one of {', '.join(PROGRESS_STATUSES)}"
             )
-        out["status"] = row["status"]
+        out["status"] = status
     for key in ("completed", "total", "depth"):
-        if row.get(key) is not None:
-            out[key] = _finite(row[key], key)
+        value = row.get(key)
+        if value is not None:
+            out[key] = _finite(value, key)
     return out
+
+
+def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
+    """Whether `rows` (from `_detail_row`) are sure to fit the detail byte limit, unmeasured.
+
+    A character takes at most 7 bytes of JSON (an escaped surrogate, `\\udXXX`); a row's
+    keys, status, punctuation and three finite numbers (at most 310 digits each) at most
+    1100 more.
+    """
+    chars = 0
+    for row in rows:
+        chars += len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
+    return 7 * chars + 1100 * len(rows) <= TRACE_DETAIL_BYTE_LIMIT
 
 
 def _bounded_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = rows[:TRACE_LIST_LIMIT]
+    if _details_surely_fit(rows):
+        return rows
     size = json_bytes(rows)
     while rows and size > TRACE_DETAIL_BYTE_LIMIT:
         size -= json_bytes(rows.pop()) + 1  # and its comma
