@@ -197,7 +197,10 @@ class _Run:
             max_concurrency=self._controls.max_concurrency,
             continue_on_error=self._controls.continue_on_error,
         )
-        scheduler.run()
+        if self._scope.observer is None and scheduler.runs_alone():
+            scheduler.run_alone()
+        else:
+            scheduler.run()
         for index in sorted(scheduler.errors):
             self._fail(*scheduler.errors[index])
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
@@ -276,8 +279,10 @@ class _Run:
     def _finalize(self, outputs: dict[str, Any]) -> tuple[bool, Any]:
         if self._errors and not self._controls.continue_on_error:
             return False, None
+        observed = self._scope.observer is not None
         self._emit("pipeline.finalize.started")
-        started = self._scope.now()
+        # The clock times finalization for its records alone.
+        started = self._scope.now() if observed else 0
         try:
             raise_if_cancelled(self._scope.signal)
             context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
@@ -291,10 +296,14 @@ class _Run:
         except Exception as error:
             record = finalization_error(error, self._scope.signal)
             self._fail(record, error)
-            duration = self._scope.now() - started
-            self._emit("pipeline.finalize.failed", durationMs=duration, error=trace_error(record))
+            if observed:
+                duration = self._scope.now() - started
+                self._emit(
+                    "pipeline.finalize.failed", durationMs=duration, error=trace_error(record)
+                )
             return False, None
-        self._emit("pipeline.finalize.completed", durationMs=self._scope.now() - started)
+        if observed:
+            self._emit("pipeline.finalize.completed", durationMs=self._scope.now() - started)
         return True, value
 
     def _complete(

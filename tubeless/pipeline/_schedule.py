@@ -99,6 +99,23 @@ class StepScheduler:
                 self._pool.shutdown(wait=True)
         self._finish_remaining(pending)
 
+    def run_alone(self) -> None:
+        """Run a plan of one selected step that runs inline (`run` with the ladder decided).
+
+        For an unobserved child run such as a tool call: no dispatch loop, same reports.
+        """
+        if self._scope.signal.is_set():
+            self.run()  # cancelled before the step starts: the loop words it
+            return
+        self._apply(self.run_step(0), [])
+
+    def runs_alone(self) -> bool:
+        """Whether `run_alone` applies: one selected step, inline, that the ladder runs."""
+        if self._max != 1 or len(self._order) != 1 or not self._plan[0].selected:
+            return False
+        step = self._order[0]
+        return not (self._scope.dry_run and step.dry_run == "skip")
+
     def _ready(self, index: int) -> bool:
         reports = self.reports
         return all(dep in reports for dep in self._prerequisites[index])
