@@ -361,11 +361,29 @@ def _finite(value: object, field: str) -> float:
     raise TypeError(f"progress {field} must be a finite number")
 
 
-def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
+class CheckedRow(dict[str, Any]):
+    """A progress detail row `detail_row` built: checking it again returns it as it is.
+
+    Rows a tracker keeps unchanged (settled iteration groups) are checked once. Like
+    records, they are shared and read-only.
+    """
+
+    __slots__ = ()
+
+
+def detail_row(row: Mapping[str, Any]) -> CheckedRow:
+    """The wire form of one progress detail row, its text bounded (see `progress_payload`).
+
+    Raises:
+        TypeError: for a row that is not a mapping with a non-empty string `id`, an
+            unknown status, or a count that is not a finite number.
+    """
+    if type(row) is CheckedRow:
+        return row
     row_id = row.get("id") if isinstance(row, Mapping) else None
     if not isinstance(row_id, str) or not row_id:
         raise TypeError("progress details rows must be mappings with a non-empty string id")
-    out: dict[str, Any] = {"id": bounded_text(row_id, TRACE_STRING_LIMIT)}
+    out = CheckedRow(id=bounded_text(row_id, TRACE_STRING_LIMIT))
     name, label = row.get("name"), row.get("label")
     if isinstance(name, str):
         out["name"] = bounded_text(name, TRACE_STRING_LIMIT)
@@ -386,7 +404,7 @@ def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
-    """Whether `rows` (from `_detail_row`) are sure to fit the detail byte limit, unmeasured.
+    """Whether `rows` (from `detail_row`) are sure to fit the detail byte limit, unmeasured.
 
     A character takes at most 7 bytes of JSON (an escaped surrogate, `\\udXXX`); a row's
     keys, status, punctuation and three finite numbers (at most 310 digits each) at most
@@ -427,7 +445,7 @@ def progress_payload(
             raise TypeError("progress message must be a string")
         progress["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
     if details is not None:
-        rows = [_detail_row(row) for row in details]
+        rows: list[dict[str, Any]] = [detail_row(row) for row in details]
         progress["details"] = _bounded_details(rows)
         progress["detailCount"] = len(rows)
     return progress

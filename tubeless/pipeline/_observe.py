@@ -25,7 +25,7 @@ Record = dict[str, Any]
 
 _LEAN_IDS = frozenset({"stepId", "attemptId"})
 """Id fields a record with a checked payload may carry and still skip the schema."""
-_SAFE_INTEGER = 2**53
+_SAFE = 2**53
 
 _HOOK_BY_RECORD = {
     "pipeline.started": "on_pipeline_start",
@@ -58,7 +58,7 @@ def _hook_names(record: Record) -> tuple[str, ...]:
 
 def _plain(value: object) -> bool:
     """Whether `value` is an integer every JSON reader keeps exactly (what a clock gives)."""
-    return type(value) is int and -_SAFE_INTEGER < value < _SAFE_INTEGER
+    return type(value) is int and -_SAFE < value < _SAFE
 
 
 def _lean_fields(fields: dict[str, Any]) -> bool:
@@ -67,7 +67,7 @@ def _lean_fields(fields: dict[str, Any]) -> bool:
         if key in _LEAN_IDS:
             if type(value) is not str or not value:
                 return False
-        elif key != "durationMs" or not _plain(value):
+        elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
             return False
     return True
 
@@ -240,7 +240,13 @@ class RunObserver:
         if fields:
             record.update(fields)
         record["payload"] = payload
-        if payload_checked and self._base_valid and _plain(now) and _lean_fields(fields):
+        if (
+            payload_checked
+            and type(now) is int
+            and -_SAFE < now < _SAFE
+            and self._base_valid
+            and (not fields or _lean_fields(fields))
+        ):
             self._channel.deliver(self, record)
             return True
         own = {"timestampMs": now, **fields, "payload": payload}
