@@ -13,8 +13,9 @@ from typing import Any
 from tubeless._types import Hook
 from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
+from tubeless.trace import TRACE_VERSION, TraceSink
 from tubeless.trace.lowlevel import (
+    RecordHead,
     check_own_fields,
     check_record,
     record_size_problem,
@@ -214,8 +215,8 @@ class RunObserver:
         self._channel = channel
         self._hooks = tuple(hooks)
         self._base = base
-        # Every record starts as a copy of this (`name` is set in its place).
-        self._head = {"version": TRACE_VERSION, "name": None, **base}
+        # Every record starts from this: `version`, `name`, then the shared fields.
+        self._head = RecordHead(base)
         # Every record of the run repeats these fields: they are checked here, once.
         self._base_valid = shared_fields_valid({"version": TRACE_VERSION, **base})
         self._now = now
@@ -234,8 +235,7 @@ class RunObserver:
         else (a user clock's float, an error object) takes the full check.
         """
         now = self._now()
-        record = TraceRecord(self._head)
-        record["name"] = name
+        record = self._head.record(name)
         record["timestampMs"] = now
         if fields:
             record.update(fields)

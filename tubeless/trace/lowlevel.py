@@ -19,16 +19,24 @@ What it promises, for as long as a name is listed here:
 - `bounded_text(text, limit)` cuts outside text to `limit` characters and escapes lone
   surrogates; `bounded_error(error)` cuts an error's wire form to the trace limits and
   `TRACE_ERROR_BYTE_BUDGET`, so a record built with it never breaks a size rule.
+- `RecordHead(shared)` starts each record of a run (`head.record(name)`) from its shared
+  fields, whose JSON it encodes once for every line written of the run's records.
 - `TRACE_ATTRIBUTE_LIMIT` is the most attributes a `step.attempted` record may carry.
 """
 
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
 from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes, record_size_problem
-from tubeless.trace._wire import check_own_fields, check_record, shared_fields_valid
+from tubeless.trace._wire import (
+    RecordHead,
+    check_own_fields,
+    check_record,
+    shared_fields_valid,
+)
 
 __all__ = [
     "TRACE_ATTRIBUTE_LIMIT",
     "TRACE_ERROR_BYTE_BUDGET",
+    "RecordHead",
     "bounded_error",
     "bounded_text",
     "check_own_fields",
