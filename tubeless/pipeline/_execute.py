@@ -197,7 +197,7 @@ class _Run:
             max_concurrency=self._controls.max_concurrency,
             continue_on_error=self._controls.continue_on_error,
         )
-        if self._scope.observer is None and scheduler.runs_alone():
+        if scheduler.runs_alone():
             scheduler.run_alone()
         else:
             scheduler.run()

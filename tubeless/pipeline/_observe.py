@@ -203,7 +203,16 @@ class TraceChannel:
 class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
-    __slots__ = ("_base", "_base_valid", "_channel", "_failed_hooks", "_head", "_hooks", "_now")
+    __slots__ = (
+        "_base",
+        "_base_valid",
+        "_channel",
+        "_failed_hooks",
+        "_head",
+        "_hooks",
+        "_now",
+        "_on_record_only",
+    )
 
     def __init__(
         self,
@@ -214,6 +223,7 @@ class RunObserver:
     ) -> None:
         self._channel = channel
         self._hooks = tuple(hooks)
+        self._on_record_only = all(hook_set.keys() == {"on_record"} for hook_set in self._hooks)
         self._base = base
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
@@ -270,7 +280,8 @@ class RunObserver:
         """Call this run's hooks for `record` (by the delivering thread, one at a time)."""
         if not self._hooks:
             return
-        names = _hook_names(record)
+        # Child-run trackers take every record: no need to name the specific hooks.
+        names = ("on_record",) if self._on_record_only else _hook_names(record)
         for index, hook_set in enumerate(self._hooks):
             for hook_name in names:
                 hook = hook_set.get(hook_name)

@@ -102,7 +102,7 @@ class StepScheduler:
     def run_alone(self) -> None:
         """Run a plan of one selected step that runs inline (`run` with the ladder decided).
 
-        For an unobserved child run such as a tool call: no dispatch loop, same reports.
+        For a child run such as a tool call: no dispatch loop, the same reports and records.
         """
         if self._scope.signal.is_set():
             self.run()  # cancelled before the step starts: the loop words it
