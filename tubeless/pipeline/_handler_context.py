@@ -42,6 +42,8 @@ def default_sleep(seconds: float, signal: threading.Event) -> None:
 _FLOAT_SAFE = 2**1000
 """Integers inside this bound convert to a finite float (the largest float is near 2**1024)."""
 
+_ATTRIBUTE_NAME_LIMIT = 256
+
 PROGRESS_INTERVAL_MS = 50
 """Progress records of one attempt go out at most this often (the latest is never lost)."""
 
@@ -452,7 +454,7 @@ def progress_payload(
 
 
 def _attribute(key: object, value: object) -> str | bool | int | float:
-    if not isinstance(key, str) or len(key) > 256:
+    if not isinstance(key, str) or len(key) > _ATTRIBUTE_NAME_LIMIT:
         raise TypeError("report_attempt attribute names must be strings of at most 256 characters")
     if isinstance(value, str):
         return bounded_text(value, TRACE_STRING_LIMIT)
@@ -461,18 +463,31 @@ def _attribute(key: object, value: object) -> str | bool | int | float:
     raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
 
 
+def _plain_attribute(key: object, value: object) -> bool:
+    """Whether an attribute is kept as it is: most are a short name and an ASCII string or int."""
+    if type(key) is not str or len(key) > _ATTRIBUTE_NAME_LIMIT:
+        return False
+    if type(value) is str:
+        return len(value) <= TRACE_STRING_LIMIT and value.isascii()
+    return type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE
+
+
 def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> dict[str, Any]:
     """Build the wire payload of `step.attempted`, checking attempt and attributes.
 
     Strings are cut to 4096 characters; names may hold 256, and at most 128 attributes.
     """
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+    if (
+        isinstance(attempt, bool)
+        or not isinstance(attempt, int)
+        or not 1 <= attempt < _FLOAT_SAFE  # one a JSON line can hold
+    ):
         raise TypeError("report_attempt attempt must be a positive integer")
-    clean = {
-        key: _attribute(key, value)
-        for key, value in (attributes or {}).items()
-        if value is not None
-    }
+    clean: dict[str, Any] = {}
+    for key, value in (attributes or {}).items():
+        if value is None:
+            continue
+        clean[key] = value if _plain_attribute(key, value) else _attribute(key, value)
     if len(clean) > TRACE_ATTRIBUTE_LIMIT:
         raise TypeError(f"report_attempt takes at most {TRACE_ATTRIBUTE_LIMIT} attributes")
     return {"attempt": attempt, "attributes": clean}
