@@ -282,7 +282,20 @@ HOSTILE_ROWS = st.lists(
     completed=HOSTILE_VALUES,
     total=st.one_of(st.none(), HOSTILE_VALUES),
     message=st.one_of(st.none(), HOSTILE_VALUES),
-    details=st.one_of(st.none(), HOSTILE_ROWS, st.just([{"id": "r" * 4000}] * 300)),
+    details=st.one_of(
+        st.none(),
+        HOSTILE_ROWS,
+        st.just([{"id": "r" * 4000}] * 300),
+        # Rows whose JSON is several bytes per character, near the detail byte limit.
+        st.builds(
+            lambda unit, count, number: (
+                [{"id": unit * 4096, "name": unit * 4096, "completed": number}] * count
+            ),
+            st.sampled_from(["\x00", "\ud800", "🙂", '"', "a"]),
+            st.sampled_from([1, 4, 5, 6, 40, 128]),
+            st.sampled_from([0, 2**999, -(2**999), 1.7976931348623157e308]),
+        ),
+    ),
 )
 def test_progress_records_skip_the_payload_schema_yet_always_read_back(
     completed: Any, total: Any, message: Any, details: Any
@@ -310,3 +323,55 @@ def test_progress_records_skip_the_payload_schema_yet_always_read_back(
     assert len(progress) == (0 if refused else 1)
     for record in sink.records:
         validate_record(copy.deepcopy(dict(record)))
+
+
+INTEGER_READINGS = st.one_of(
+    st.integers(0, 2**60), st.sampled_from([2**53, -(2**53), 2**64, 10**5000, -1, 0, True])
+)
+FLOAT_READINGS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1.5, -0.0, False])
+)
+# One kind per clock: the run subtracts readings, and a huge int less a float overflows.
+CLOCKS = st.one_of(
+    st.lists(INTEGER_READINGS, min_size=1, max_size=40),
+    st.lists(FLOAT_READINGS, min_size=1, max_size=40),
+)
+
+
+@FAST
+@given(readings=CLOCKS)
+def test_a_hostile_clock_never_yields_a_record_the_reader_refuses(readings: list[Any]) -> None:
+    """Records the library shaped skip the schema only while the clock gives plain integers.
+
+    A run whose clock returns floats, huge integers, booleans or NaN emits each record
+    with valid fields, or drops it with a warning; every record it delivers reads back.
+    """
+    ticks = iter(readings * 1000)
+
+    def clock() -> Any:
+        return next(ticks)
+
+    def work(inputs: Any, context: Any) -> int:
+        context.report_progress(1, total=2, message="half", details=[{"id": "a"}])
+        context.report_attempt(1, {"try": "first"})
+        return 1
+
+    inner_steps = create_steps()
+    inner = define_pipeline(id="inner", steps=[inner_steps("work", run=work)])
+    steps = create_steps()
+    child = steps.from_pipeline("child", pipeline=inner, map_options=lambda inputs, context: {})
+    after = steps("after", run=lambda inputs, context: inputs["child"], depends_on=[child])
+    pipeline = define_pipeline(id="hostile-clock", steps=[child, after])
+    sink, logger = MemoryTraceSink(), RecordingLogger()
+    pipeline.run(None, context={"tracing": sink, "log": logger, "now": clock})
+
+    warnings = logger.messages("warning")
+    assert all(message.startswith("Dropped an invalid trace record") for message in warnings)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "trace.ndjson"
+        with NdjsonTraceSink(path) as ndjson:
+            for record in sink.records:
+                plain = copy.deepcopy(dict(record))
+                validate_record(plain)
+                ndjson.export(plain)
+        assert read_ndjson(path) == [dict(record) for record in sink.records]

@@ -335,3 +335,48 @@ def test_a_killed_writer_leaves_a_trace_that_reads_with_the_option(
             records = read_ndjson(cut_path, tolerate_torn_tail=True)
         assert records == list(every_kind.values())[:whole]
         assert len(caught) == (1 if torn else 0)
+
+
+def test_a_run_writes_each_record_as_its_plain_json_and_encodes_it_once(tmp_path: Path) -> None:
+    """A run's lines splice in its shared fields, byte for byte a plain encoding; once.
+
+    Two sinks of one run share each record's encoding.
+    """
+    from tubeless.pipeline import create_steps, define_pipeline
+    from tubeless.trace import compose_sinks
+
+    inner_steps = create_steps()
+    inner = define_pipeline(
+        id="inner-é", steps=[inner_steps("work", run=lambda inputs, context: "🙂")]
+    )
+    steps = create_steps()
+    fan = steps.for_each_pipeline(
+        "fan",
+        pipeline=inner,
+        items=lambda inputs, context: ["a", "é"],
+        key=lambda item, index: f'item-"{item}"\\',
+        map_options=lambda item, index, inputs, context: {},
+    )
+    pipeline = define_pipeline(id="outer", steps=[fan])
+    paths = [tmp_path / "one.ndjson", tmp_path / "two.ndjson"]
+    sinks = [NdjsonTraceSink(path) for path in paths]
+    encoded: list[Any] = []
+    real = _ndjson.record_line
+
+    def counting(record: Any) -> str:
+        encoded.append(record)
+        return real(record)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_ndjson, "record_line", counting)
+        run = pipeline.run(None, context={"tracing": compose_sinks(*sinks)})
+    for sink in sinks:
+        sink.close()
+    assert run.status == "completed"
+    lines = paths[0].read_text("utf-8").splitlines(keepends=True)
+    assert paths[1].read_text("utf-8").splitlines(keepends=True) == lines
+    assert len(lines) == len(encoded) // 2 > 10
+    for record, line in zip(encoded[::2], lines, strict=True):
+        plain = json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n"
+        assert line == plain
+        assert _ndjson.record_line(record) is _ndjson.record_line(record)

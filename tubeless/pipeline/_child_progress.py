@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from tubeless.pipeline._handler_context import detail_row
 from tubeless.pipeline._plan import PipelinePlan
 
 DETAIL_GROUP_LIMIT = 32
@@ -265,7 +266,8 @@ class IterationProgress:
         """Mark the current iteration completed, failed or cancelled, and keep its group."""
         self._status = status
         self.publish(status in _SETBACKS)
-        self._settled.insert(0, self._group_row())
+        # A settled group never changes: its row is checked once, not in every snapshot.
+        self._settled.insert(0, detail_row(self._group_row()))
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
             self._settled.pop()
             self._dropped += 1

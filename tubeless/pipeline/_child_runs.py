@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ def child_link(
     hooks: Sequence[dict[str, Hook]] = (),
     item_key: str | None = None,
     iteration: dict[str, Any] | None = None,
+    options_checked: bool = False,
 ) -> ChildLink:
     """How a child run started from `context`'s step attaches to its run."""
     scope = scope_of(context)
@@ -54,6 +54,7 @@ def child_link(
         hooks=tuple(hooks),
         item_key=item_key,
         iteration=iteration,
+        options_checked=options_checked,
     )
 
 
@@ -105,9 +106,13 @@ def run_child_pipeline(
     `options_checked`, `options` were already validated by the child's own options schema
     (its transform runs once) and are used as they are.
     """
-    link = child_link(context, hooks=hooks, item_key=item_key, iteration=iteration)
-    if options_checked:
-        link = dataclasses.replace(link, options_checked=True)
+    link = child_link(
+        context,
+        hooks=hooks,
+        item_key=item_key,
+        iteration=iteration,
+        options_checked=options_checked,
+    )
     return execute_run(pipeline, options, controls, link=link, plan=plan)
 
 

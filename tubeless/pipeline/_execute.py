@@ -167,10 +167,11 @@ class _Run:
         self._errors: list[Diagnostic] = []
         self._exceptions: list[BaseException | None] = []
 
-    def _emit(self, name: str, payload: dict[str, Any], **fields: Any) -> None:
+    def _emit(self, name: str, **fields: Any) -> None:
+        """Emit a finalize record: its payload is always empty, the rest the library's."""
         observer = self._scope.observer
         if observer is not None:
-            observer.emit(name, payload, **fields)
+            observer.emit(name, {}, payload_checked="error" not in fields, **fields)
 
     def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
         self._errors.append(error)
@@ -197,7 +198,10 @@ class _Run:
             max_concurrency=self._controls.max_concurrency,
             continue_on_error=self._controls.continue_on_error,
         )
-        scheduler.run()
+        if scheduler.runs_alone():
+            scheduler.run_alone()
+        else:
+            scheduler.run()
         for index in sorted(scheduler.errors):
             self._fail(*scheduler.errors[index])
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
@@ -276,8 +280,10 @@ class _Run:
     def _finalize(self, outputs: dict[str, Any]) -> tuple[bool, Any]:
         if self._errors and not self._controls.continue_on_error:
             return False, None
-        self._emit("pipeline.finalize.started", {})
-        started = self._scope.now()
+        observed = self._scope.observer is not None
+        self._emit("pipeline.finalize.started")
+        # The clock times finalization for its records alone.
+        started = self._scope.now() if observed else 0
         try:
             raise_if_cancelled(self._scope.signal)
             context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
@@ -291,12 +297,14 @@ class _Run:
         except Exception as error:
             record = finalization_error(error, self._scope.signal)
             self._fail(record, error)
-            duration = self._scope.now() - started
-            self._emit(
-                "pipeline.finalize.failed", {}, durationMs=duration, error=trace_error(record)
-            )
+            if observed:
+                duration = self._scope.now() - started
+                self._emit(
+                    "pipeline.finalize.failed", durationMs=duration, error=trace_error(record)
+                )
             return False, None
-        self._emit("pipeline.finalize.completed", {}, durationMs=self._scope.now() - started)
+        if observed:
+            self._emit("pipeline.finalize.completed", durationMs=self._scope.now() - started)
         return True, value
 
     def _complete(
@@ -333,7 +341,8 @@ class _Run:
                 "finalized": done,
                 "stepCount": len(self._plan.steps),
             }
-            scope.observer.emit("pipeline.completed", payload, **fields)
+            # The payload is the library's own; an error takes the full check.
+            scope.observer.emit("pipeline.completed", payload, payload_checked=not errors, **fields)
         return result
 
 

@@ -39,6 +39,11 @@ def default_sleep(seconds: float, signal: threading.Event) -> None:
     signal.wait(max(0.0, seconds))
 
 
+_FLOAT_SAFE = 2**1000
+"""Integers inside this bound convert to a finite float (the largest float is near 2**1024)."""
+
+_ATTRIBUTE_NAME_LIMIT = 256
+
 PROGRESS_INTERVAL_MS = 50
 """Progress records of one attempt go out at most this often (the latest is never lost)."""
 
@@ -348,6 +353,9 @@ class StepContext(ExecutionContext):
 
 
 def _finite(value: object, field: str) -> float:
+    # Most counts are ints, exact and finite unless too large for a float.
+    if type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE:
+        return value
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return value
@@ -356,27 +364,65 @@ def _finite(value: object, field: str) -> float:
     raise TypeError(f"progress {field} must be a finite number")
 
 
-def _detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(row, Mapping) or not isinstance(row.get("id"), str) or not row["id"]:
+class CheckedRow(dict[str, Any]):
+    """A progress detail row `detail_row` built: checking it again returns it as it is.
+
+    Rows a tracker keeps unchanged (settled iteration groups) are checked once. Like
+    records, they are shared and read-only.
+    """
+
+    __slots__ = ()
+
+
+def detail_row(row: Mapping[str, Any]) -> CheckedRow:
+    """The wire form of one progress detail row, its text bounded (see `progress_payload`).
+
+    Raises:
+        TypeError: for a row that is not a mapping with a non-empty string `id`, an
+            unknown status, or a count that is not a finite number.
+    """
+    if type(row) is CheckedRow:
+        return row
+    row_id = row.get("id") if isinstance(row, Mapping) else None
+    if not isinstance(row_id, str) or not row_id:
         raise TypeError("progress details rows must be mappings with a non-empty string id")
-    out: dict[str, Any] = {"id": bounded_text(row["id"], TRACE_STRING_LIMIT)}
-    for key in ("name", "label"):
-        if isinstance(row.get(key), str):
-            out[key] = bounded_text(row[key], TRACE_STRING_LIMIT)
-    if row.get("status") is not None:
-        if row["status"] not in PROGRESS_STATUSES:
+    out = CheckedRow(id=bounded_text(row_id, TRACE_STRING_LIMIT))
+    name, label = row.get("name"), row.get("label")
+    if isinstance(name, str):
+        out["name"] = bounded_text(name, TRACE_STRING_LIMIT)
+    if isinstance(label, str):
+        out["label"] = bounded_text(label, TRACE_STRING_LIMIT)
+    status = row.get("status")
+    if status is not None:
+        if status not in PROGRESS_STATUSES:
             raise TypeError(
                 f"progress details status must be one of {', '.join(PROGRESS_STATUSES)}"
             )
-        out["status"] = row["status"]
+        out["status"] = status
     for key in ("completed", "total", "depth"):
-        if row.get(key) is not None:
-            out[key] = _finite(row[key], key)
+        value = row.get(key)
+        if value is not None:
+            out[key] = _finite(value, key)
     return out
+
+
+def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
+    """Whether `rows` (from `detail_row`) are sure to fit the detail byte limit, unmeasured.
+
+    A character takes at most 7 bytes of JSON (an escaped surrogate, `\\udXXX`); a row's
+    keys, status, punctuation and three finite numbers (at most 310 digits each) at most
+    1100 more.
+    """
+    chars = 0
+    for row in rows:
+        chars += len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
+    return 7 * chars + 1100 * len(rows) <= TRACE_DETAIL_BYTE_LIMIT
 
 
 def _bounded_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = rows[:TRACE_LIST_LIMIT]
+    if _details_surely_fit(rows):
+        return rows
     size = json_bytes(rows)
     while rows and size > TRACE_DETAIL_BYTE_LIMIT:
         size -= json_bytes(rows.pop()) + 1  # and its comma
@@ -402,14 +448,14 @@ def progress_payload(
             raise TypeError("progress message must be a string")
         progress["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
     if details is not None:
-        rows = [_detail_row(row) for row in details]
+        rows: list[dict[str, Any]] = [detail_row(row) for row in details]
         progress["details"] = _bounded_details(rows)
         progress["detailCount"] = len(rows)
     return progress
 
 
 def _attribute(key: object, value: object) -> str | bool | int | float:
-    if not isinstance(key, str) or len(key) > 256:
+    if not isinstance(key, str) or len(key) > _ATTRIBUTE_NAME_LIMIT:
         raise TypeError("report_attempt attribute names must be strings of at most 256 characters")
     if isinstance(value, str):
         return bounded_text(value, TRACE_STRING_LIMIT)
@@ -418,18 +464,31 @@ def _attribute(key: object, value: object) -> str | bool | int | float:
     raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
 
 
+def _plain_attribute(key: object, value: object) -> bool:
+    """Whether an attribute is kept as it is: most are a short name and an ASCII string or int."""
+    if type(key) is not str or len(key) > _ATTRIBUTE_NAME_LIMIT:
+        return False
+    if type(value) is str:
+        return len(value) <= TRACE_STRING_LIMIT and value.isascii()
+    return type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE
+
+
 def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> dict[str, Any]:
     """Build the wire payload of `step.attempted`, checking attempt and attributes.
 
     Strings are cut to 4096 characters; names may hold 256, and at most 128 attributes.
     """
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+    if (
+        isinstance(attempt, bool)
+        or not isinstance(attempt, int)
+        or not 1 <= attempt < _FLOAT_SAFE  # one a JSON line can hold
+    ):
         raise TypeError("report_attempt attempt must be a positive integer")
-    clean = {
-        key: _attribute(key, value)
-        for key, value in (attributes or {}).items()
-        if value is not None
-    }
+    clean: dict[str, Any] = {}
+    for key, value in (attributes or {}).items():
+        if value is None:
+            continue
+        clean[key] = value if _plain_attribute(key, value) else _attribute(key, value)
     if len(clean) > TRACE_ATTRIBUTE_LIMIT:
         raise TypeError(f"report_attempt takes at most {TRACE_ATTRIBUTE_LIMIT} attributes")
     return {"attempt": attempt, "attributes": clean}

@@ -13,10 +13,20 @@ from typing import Any
 from tubeless._types import Hook
 from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
-from tubeless.trace.lowlevel import check_own_fields, check_record, shared_fields_valid
+from tubeless.trace import TRACE_VERSION, TraceSink
+from tubeless.trace.lowlevel import (
+    RecordHead,
+    check_own_fields,
+    check_record,
+    record_size_problem,
+    shared_fields_valid,
+)
 
 Record = dict[str, Any]
+
+_LEAN_IDS = frozenset({"stepId", "attemptId"})
+"""Id fields a record with a checked payload may carry and still skip the schema."""
+_SAFE = 2**53
 
 _HOOK_BY_RECORD = {
     "pipeline.started": "on_pipeline_start",
@@ -45,6 +55,22 @@ def _hook_names(record: Record) -> tuple[str, ...]:
     if name.startswith("step.") and name != "step.attempted":
         return ("on_record", specific, "on_step_status")
     return ("on_record", specific)
+
+
+def _plain(value: object) -> bool:
+    """Whether `value` is an integer every JSON reader keeps exactly (what a clock gives)."""
+    return type(value) is int and -_SAFE < value < _SAFE
+
+
+def _lean_fields(fields: dict[str, Any]) -> bool:
+    """Whether `fields` hold only non-empty string ids and a plain `durationMs`."""
+    for key, value in fields.items():
+        if key in _LEAN_IDS:
+            if type(value) is not str or not value:
+                return False
+        elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
+            return False
+    return True
 
 
 class TraceChannel:
@@ -177,7 +203,16 @@ class TraceChannel:
 class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
-    __slots__ = ("_base", "_base_valid", "_channel", "_failed_hooks", "_hooks", "_now")
+    __slots__ = (
+        "_base",
+        "_base_valid",
+        "_channel",
+        "_failed_hooks",
+        "_head",
+        "_hooks",
+        "_now",
+        "_on_record_only",
+    )
 
     def __init__(
         self,
@@ -188,7 +223,10 @@ class RunObserver:
     ) -> None:
         self._channel = channel
         self._hooks = tuple(hooks)
+        self._on_record_only = all(hook_set.keys() == {"on_record"} for hook_set in self._hooks)
         self._base = base
+        # Every record starts from this: `version`, `name`, then the shared fields.
+        self._head = RecordHead(base)
         # Every record of the run repeats these fields: they are checked here, once.
         self._base_valid = shared_fields_valid({"version": TRACE_VERSION, **base})
         self._now = now
@@ -199,16 +237,39 @@ class RunObserver:
     ) -> bool:
         """Build, check and deliver one record named `name`; return whether it was valid.
 
-        `payload_checked` skips the payload's own schema for a payload known to be valid.
+        `payload_checked` skips the payload's own schema for a payload known to be valid
+        (built by the library from checked parts, or by a function enforcing the schema's
+        rules for it). Such a record skips the schema altogether when its other fields are
+        ones the library shaped holding plain values: `stepId` and `attemptId` non-empty
+        strings, `timestampMs` and `durationMs` integers such as a clock gives. Anything
+        else (a user clock's float, an error object) takes the full check.
         """
-        own = {"timestampMs": self._now(), **fields, "payload": payload}
-        record = TraceRecord(version=TRACE_VERSION, name=name, **self._base)
-        record.update(own)
+        now = self._now()
+        record = self._head.record(name)
+        record["timestampMs"] = now
+        if fields:
+            record.update(fields)
+        record["payload"] = payload
+        if (
+            payload_checked
+            and type(now) is int
+            and -_SAFE < now < _SAFE
+            and self._base_valid
+            and (not fields or _lean_fields(fields))
+        ):
+            self._channel.deliver(self, record)
+            return True
+        own = {"timestampMs": now, **fields, "payload": payload}
         try:
             if self._base_valid:
                 check_own_fields(record, own, payload_checked=payload_checked)
             else:
                 check_record(record, payload_checked=payload_checked)
+            if not (_plain(now) and _plain(fields.get("durationMs", 0))):
+                # A clock's odd reading (an int too long to write, say) must still encode.
+                problem = record_size_problem(record)
+                if problem is not None:
+                    raise TraceRecordError(f"at {problem[0]}: {problem[1]}")
         except Exception as error:
             self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
             return False
@@ -219,7 +280,8 @@ class RunObserver:
         """Call this run's hooks for `record` (by the delivering thread, one at a time)."""
         if not self._hooks:
             return
-        names = _hook_names(record)
+        # Child-run trackers take every record: no need to name the specific hooks.
+        names = ("on_record",) if self._on_record_only else _hook_names(record)
         for index, hook_set in enumerate(self._hooks):
             for hook_name in names:
                 hook = hook_set.get(hook_name)

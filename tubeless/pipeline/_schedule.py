@@ -99,6 +99,23 @@ class StepScheduler:
                 self._pool.shutdown(wait=True)
         self._finish_remaining(pending)
 
+    def run_alone(self) -> None:
+        """Run a plan of one selected step that runs inline (`run` with the ladder decided).
+
+        For a child run such as a tool call: no dispatch loop, the same reports and records.
+        """
+        if self._scope.signal.is_set():
+            self.run()  # cancelled before the step starts: the loop words it
+            return
+        self._apply(self.run_step(0), [])
+
+    def runs_alone(self) -> bool:
+        """Whether `run_alone` applies: one selected step, inline, that the ladder runs."""
+        if self._max != 1 or len(self._order) != 1 or not self._plan[0].selected:
+            return False
+        step = self._order[0]
+        return not (self._scope.dry_run and step.dry_run == "skip")
+
     def _ready(self, index: int) -> bool:
         reports = self.reports
         return all(dep in reports for dep in self._prerequisites[index])
@@ -292,7 +309,9 @@ class StepScheduler:
         attempt = _Attempt(self._scope.next_attempt_id(), self._scope.now())
         observer = self._scope.observer
         if observer is not None:
-            observer.emit("step.running", {}, stepId=step.id, attemptId=attempt.id)
+            observer.emit(
+                "step.running", {}, payload_checked=True, stepId=step.id, attemptId=attempt.id
+            )
         return attempt
 
     def _publish(
@@ -342,7 +361,8 @@ class StepScheduler:
         if observer is None:
             return
         name, payload, fields = terminal_record(report)
-        observer.emit(name, payload, **fields)
+        # A completion's payload is the constant status; other kinds carry outside text.
+        observer.emit(name, payload, payload_checked=report.status == "completed", **fields)
 
 
 _RECORD_NAMES = {

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
-from tubeless.trace._wire import decode_record
+from tubeless.trace._wire import decode_record, record_line
 
 __all__ = [
     "FLUSH_INTERVAL",
@@ -38,12 +38,9 @@ FLUSH_INTERVAL = 0.05
 """Seconds an `NdjsonTraceSink` may hold a written record before flushing it."""
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-def encode_record(record: object) -> str:
-    """Return `record` as one compact NDJSON line, newline included."""
-    return _encode(record) + "\n"
+def encode_record(record: Any) -> str:
+    """Return `record` as one compact NDJSON line, newline included (see `record_line`)."""
+    return record_line(record)
 
 
 def _check_line(line: str) -> None:

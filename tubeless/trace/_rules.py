@@ -21,6 +21,7 @@ __all__ = [
     "json_bytes",
     "record_problem",
     "record_size_problem",
+    "relation_problem",
 ]
 
 TRACE_DETAIL_BYTE_LIMIT = 262144
@@ -88,7 +89,8 @@ def _chain_length(cause: Mapping[str, Any]) -> int:
     return length
 
 
-def _relation_problem(record: Record) -> Problem | None:
+def relation_problem(record: Record) -> Problem | None:
+    """The rule between shared fields: `iteration` only in version 3, naming the parent run."""
     iteration = record.get("iteration")
     if iteration is None:
         return None
@@ -216,7 +218,7 @@ def record_problem(record: Record, *, payload_checked: bool = False) -> Problem 
     building it (`pipeline.started`, `step.planned`, `step.running`, `step.attempted`)
     looks only at the payload.
     """
-    problem = _relation_problem(record)
+    problem = relation_problem(record)
     if problem is not None or payload_checked:
         return problem
     rule = _KIND_RULES.get(record["name"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 from collections.abc import Mapping
 from importlib import resources
@@ -19,7 +20,12 @@ from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_
 from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
-from tubeless.trace._rules import TRACE_DETAIL_BYTE_LIMIT, record_problem, record_size_problem
+from tubeless.trace._rules import (
+    TRACE_DETAIL_BYTE_LIMIT,
+    record_problem,
+    record_size_problem,
+    relation_problem,
+)
 
 __all__ = [
     "SHARED_FIELDS",
@@ -29,12 +35,14 @@ __all__ = [
     "TRACE_RECORD_NAMES",
     "TRACE_STRING_LIMIT",
     "TRACE_VERSION",
+    "RecordHead",
     "TraceRecord",
     "TraceSink",
     "check_own_fields",
     "check_record",
     "decode_record",
     "load_trace_schema",
+    "record_line",
     "shared_fields_valid",
     "validate_record",
 ]
@@ -159,9 +167,10 @@ def _shared_checker() -> SchemaChecker:
 def shared_fields_valid(shared: Mapping[str, Any]) -> bool:
     """Whether `shared` (`version` and `SHARED_FIELDS` only) is valid in any kind of record.
 
-    Every kind declares these fields alike, and requires `version`, `pipelineId`, `runId`.
+    Every kind declares these fields alike, and requires `version`, `pipelineId`, `runId`;
+    the rule relating them (`iteration.runId == parentRunId`) holds in every kind too.
     """
-    return _shared_checker().is_valid(shared)
+    return _shared_checker().is_valid(shared) and relation_problem(shared) is None
 
 
 def _shorten(message: str) -> str:
@@ -184,7 +193,58 @@ class TraceRecord(dict[str, Any]):
     Records are shared by every sink and hook of a run: treat them as read-only.
     """
 
-    __slots__ = ()
+    __slots__ = ("_head", "_line")
+    _head: RecordHead
+    _line: str
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class RecordHead:
+    """The fields every record of one run starts with, their JSON encoded once (lazily).
+
+    `record(name)` starts a record: `version`, `name`, then the run's shared fields.
+    """
+
+    __slots__ = ("_count", "_fields", "_json")
+
+    def __init__(self, shared: Mapping[str, Any]) -> None:
+        self._fields = {"version": TRACE_VERSION, "name": None, **shared}
+        self._count = len(self._fields)
+        self._json: str | None = None
+
+    def record(self, name: str) -> TraceRecord:
+        """A new record named `name` holding the head fields (its own fields follow)."""
+        record = TraceRecord(self._fields)
+        record["name"] = name
+        record._head = self
+        return record
+
+    def line(self, record: TraceRecord) -> str:
+        """`record`'s NDJSON line: the shared fields' JSON is spliced in, not re-encoded."""
+        shared = self._json
+        if shared is None:
+            fields = dict(itertools.islice(self._fields.items(), 2, None))
+            shared = self._json = _encode(fields)[1:-1]
+        own = dict(itertools.islice(record.items(), self._count, None))
+        version, name = record["version"], _encode(record["name"])
+        return f'{{"version":{version},"name":{name},{shared},{_encode(own)[1:]}\n'
+
+
+def record_line(record: Mapping[str, Any]) -> str:
+    """Return `record` as one compact NDJSON line, newline included.
+
+    A run's record is encoded once, however many sinks write it.
+    """
+    if type(record) is not TraceRecord:
+        return _encode(record) + "\n"
+    line: str | None = getattr(record, "_line", None)
+    if line is None:
+        head: RecordHead | None = getattr(record, "_head", None)
+        line = _encode(record) + "\n" if head is None else head.line(record)
+        record._line = line
+    return line
 
 
 def validate_record(record: Mapping[str, Any]) -> None:

@@ -13,24 +13,35 @@ What it promises, for as long as a name is listed here:
   shared fields, which `shared_fields_valid(shared)` checked once per run; there
   `payload_checked=True` also skips the payload's extra rules, for payloads whose builder
   enforces them (`progress_payload`, `attempt_payload`) or that passed once per plan.
-- `json_bytes(value)` is the size the trace limits count: compact UTF-8 JSON.
+- `json_bytes(value)` is the size the trace limits count: compact UTF-8 JSON;
+  `record_size_problem(record)` says why a record would not encode to a line a reader
+  takes (for records whose clock readings are not plain integers).
 - `bounded_text(text, limit)` cuts outside text to `limit` characters and escapes lone
   surrogates; `bounded_error(error)` cuts an error's wire form to the trace limits and
   `TRACE_ERROR_BYTE_BUDGET`, so a record built with it never breaks a size rule.
+- `RecordHead(shared)` starts each record of a run (`head.record(name)`) from its shared
+  fields, whose JSON it encodes once for every line written of the run's records.
 - `TRACE_ATTRIBUTE_LIMIT` is the most attributes a `step.attempted` record may carry.
 """
 
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
-from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes
-from tubeless.trace._wire import check_own_fields, check_record, shared_fields_valid
+from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes, record_size_problem
+from tubeless.trace._wire import (
+    RecordHead,
+    check_own_fields,
+    check_record,
+    shared_fields_valid,
+)
 
 __all__ = [
     "TRACE_ATTRIBUTE_LIMIT",
     "TRACE_ERROR_BYTE_BUDGET",
+    "RecordHead",
     "bounded_error",
     "bounded_text",
     "check_own_fields",
     "check_record",
     "json_bytes",
+    "record_size_problem",
     "shared_fields_valid",
 ]
