@@ -89,6 +89,22 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
 MAX_CAUSE_DEPTH = 8
 """How many links of a cause chain are kept before "Cause chain truncated"."""
 
+WAITING_CODES = frozenset({"TUBELESS_AGENT_APPROVAL_REQUIRED"})
+"""Codes of failures that mean a run waits for a person, not that it broke: progress
+shows the step or group `pending`, not `failed`."""
+
+
+def is_waiting(error: BaseException) -> bool:
+    """Whether `error`, or an exception in its cause chain, has a `WAITING_CODES` code."""
+    current: BaseException | None = error
+    for _ in range(MAX_CAUSE_DEPTH):
+        if current is None:
+            return False
+        if getattr(current, "code", None) in WAITING_CODES:
+            return True
+        current = current.__cause__
+    return False
+
 
 def is_pipeline_error_code(value: object) -> bool:
     """Return whether `value` is one of `PIPELINE_ERROR_CODES`."""

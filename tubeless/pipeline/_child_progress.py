@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from tubeless._diagnostics import WAITING_CODES
 from tubeless.pipeline._handler_context import detail_row
 from tubeless.pipeline._plan import PipelinePlan
 
@@ -70,8 +71,11 @@ class ChildRunTracker:
                 urgent = setbacks > self._setbacks.get(step_id, 0)
                 self._setbacks[step_id] = setbacks
         elif name in _TERMINAL:
-            self._status[step_id] = _TERMINAL[name]
-            urgent = self._status[step_id] in _SETBACKS
+            status = _TERMINAL[name]
+            if status == "failed" and record.get("error", {}).get("sourceCode") in WAITING_CODES:
+                status = "pending"  # waiting for a person (an approval), not broken
+            self._status[step_id] = status
+            urgent = status in _SETBACKS
         else:
             return
         self._on_change(urgent)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tubeless._diagnostics import is_waiting
 from tubeless._types import Hook
 from tubeless.errors import (
     IterationError,
@@ -269,8 +270,10 @@ class IterationRunner:
             except Exception as error:
                 # The group fails with its child, transition or bound, as the step does.
                 if progress:
-                    cancelled = is_cancellation(error, context.signal)
-                    progress.settle("cancelled" if cancelled else "failed")
+                    if is_cancellation(error, context.signal):
+                        progress.settle("cancelled")
+                    else:
+                        progress.settle("pending" if is_waiting(error) else "failed")
                 raise
             if progress:
                 progress.settle("completed")
