@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tubeless import agent, errors, trace
+from tubeless._quote import quote
 
 __all__ = [
     "FakeClock",
@@ -108,7 +109,7 @@ class MemoryCheckpointStore:
         with self._lock:
             if key in self._held:
                 raise errors.AgentError(
-                    f"Execution {key[:200]!r} is running elsewhere (its checkpoint is leased)",
+                    f"Execution {quote(key)} is running elsewhere (its checkpoint is leased)",
                     code="TUBELESS_AGENT_EXECUTION_BUSY",
                 )
             self._held.add(key)

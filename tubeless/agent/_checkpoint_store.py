@@ -23,6 +23,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.errors import AgentError
 
@@ -73,9 +74,8 @@ class CheckpointStore(Protocol):
 
 def busy_error(key: str) -> AgentError:
     """The error of a second owner of `key`."""
-    shown = key if len(key) <= 200 else key[:200] + "..."
     return AgentError(
-        f"Execution {shown!r} is running elsewhere (its checkpoint is leased)", code=BUSY_CODE
+        f"Execution {quote(key)} is running elsewhere (its checkpoint is leased)", code=BUSY_CODE
     )
 
 
