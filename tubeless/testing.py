@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tubeless import agent, errors, trace
-from tubeless._quote import quote
+from tubeless._quote import quote as _quote
 
 __all__ = [
     "FakeClock",
@@ -109,7 +109,7 @@ class MemoryCheckpointStore:
         with self._lock:
             if key in self._held:
                 raise errors.AgentError(
-                    f"Execution {quote(key)} is running elsewhere (its checkpoint is leased)",
+                    f"Execution {_quote(key)} is running elsewhere (its checkpoint is leased)",
                     code="TUBELESS_AGENT_EXECUTION_BUSY",
                 )
             self._held.add(key)

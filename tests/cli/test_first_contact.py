@@ -116,6 +116,9 @@ def test_a_tool_bug_prints_its_root_cause_once_with_path_and_place(cli: Any) -> 
     assert f"  raised at {path}:{_bug_line(path)} in weather\n" in result.stderr
     assert "--traceback or TUBELESS_TRACEBACK=1 shows the traceback" in result.stderr
     assert "Traceback" not in result.stderr
+    # The progress lines name the root cause once too, not each wrapping child run.
+    assert "Child pipeline" not in result.stderr
+    assert result.stderr.count("ZeroDivisionError: division by zero") == 2  # call and agent
 
 
 def test_traceback_flag_and_environment_show_the_original_traceback(cli: Any) -> None:

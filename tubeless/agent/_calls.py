@@ -14,7 +14,13 @@ from tubeless.agent._delegate import (
     failure_outcome,
     tool_errors,
 )
-from tubeless.agent._journal import CallSlot, ExecutionIds, interrupted_outcome, saved_outcome
+from tubeless.agent._journal import (
+    CallSlot,
+    ExecutionIds,
+    interrupted_outcome,
+    root_cause,
+    saved_outcome,
+)
 from tubeless.agent._turn import (
     AgentRuntime,
     Invocation,
@@ -125,7 +131,7 @@ class _Batch:
                 self.failure = self.failure or error
             if progress:
                 cancelled = is_cancellation(error, self._context.signal)
-                progress.set(call.id, "cancelled" if cancelled else "failed", str(error))
+                progress.set(call.id, "cancelled" if cancelled else "failed", _fatal_label(error))
             return
         self.outcomes[index] = outcome
         if progress:
@@ -269,3 +275,10 @@ class CallsStep:
             raise batch.failure
         raise_if_cancelled(context.signal)
         return tuple(outcome for outcome in batch.outcomes if outcome is not None)
+
+
+def _fatal_label(error: BaseException) -> str:
+    """A fatal call's progress label: its root cause once (`ZeroDivisionError: ...`)."""
+    root = root_cause(error)
+    name = getattr(root, "code", None) or type(root).__name__
+    return f"{name}: {root}"

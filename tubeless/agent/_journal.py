@@ -642,7 +642,7 @@ class AgentJournal:
 
     def fail(self, error: BaseException) -> None:
         """Save a terminal failure (not for storage errors: those cannot be saved)."""
-        root = _root_cause(error)
+        root = root_cause(error)
         code = getattr(root, "code", None) if isinstance(root, TubelessError) else None
         if _unsaved(error) or self.journal.failed:
             return
@@ -666,7 +666,7 @@ def _unsaved(error: BaseException) -> bool:
     return False
 
 
-def _root_cause(error: BaseException) -> BaseException:
+def root_cause(error: BaseException) -> BaseException:
     """The exception behind child-run and cause wrappers (a limit, a `decide` error, ...)."""
     for _ in range(32):
         below = (

@@ -27,6 +27,9 @@ __all__ = [
 ]
 
 APPROVAL_REQUIRED = "TUBELESS_AGENT_APPROVAL_REQUIRED"
+CHILD_FAILED = "TUBELESS_CHILD_FAILED"
+CAUSE_DEPTH_LIMIT = 8
+"""Cause links followed to a child failure's root (a trace record keeps at most 8)."""
 
 
 def payload(record: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -50,13 +53,27 @@ def field_number(mapping: Mapping[str, Any], key: str) -> float | None:
 
 
 def error_message(record: Mapping[str, Any]) -> str:
-    """The sanitised message of the record's top-level `error`."""
+    """The sanitised message of the record's `error`.
+
+    A child pipeline's failure (`TUBELESS_CHILD_FAILED`) repeats its cause's message inside
+    its own, once per level of nesting: it shows its root cause instead, `Name: message`.
+    """
     error = record.get("error")
-    if isinstance(error, Mapping):
-        message = field_text(error, "message")
-        if message is not None:
-            return sanitize_terminal_text(message)
-    return "unknown error"
+    if not isinstance(error, Mapping):
+        return "unknown error"
+    if error.get("code") == CHILD_FAILED:
+        root = error
+        for _ in range(CAUSE_DEPTH_LIMIT):
+            cause = root.get("cause")
+            if not isinstance(cause, Mapping):
+                break
+            root = cause
+        if root is not error and field_text(root, "message") is not None:
+            name = field_text(root, "name")
+            text = field_text(root, "message") or ""
+            return sanitize_terminal_text(f"{name}: {text}" if name else text)
+    message = field_text(error, "message")
+    return "unknown error" if message is None else sanitize_terminal_text(message)
 
 
 def waits_for_approval(record: Mapping[str, Any]) -> bool:
