@@ -6,7 +6,7 @@ import concurrent.futures
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote
@@ -342,7 +342,9 @@ class DecideStep:
                     f"Unknown agent tool: {quote(call.tool)}",
                     code="TUBELESS_AGENT_INVALID_DECISION",
                 )
-            _require_plain(call.input, f"Agent call {quote(call.id)} input")
+            problem = plain_data_problem(call.input)
+            if problem is not None:
+                _refuse_plain(problem, f"Agent call {quote(call.id)} input")
         if any(isinstance(runtime.tools[call.tool], PipelineToolSpec) for call in decision.calls):
             budget.check_delegation()
         prepared = []
@@ -384,9 +386,13 @@ def _require_plain(value: Any, label: str) -> None:
     """Refuse model data that is not plain JSON data, before any schema sees it."""
     problem = plain_data_problem(value)
     if problem is not None:
-        raise AgentError(
-            f"{label} must be plain JSON data: {problem}", code="TUBELESS_AGENT_INVALID_DECISION"
-        )
+        _refuse_plain(problem, label)
+
+
+def _refuse_plain(problem: str, label: str) -> NoReturn:
+    raise AgentError(
+        f"{label} must be plain JSON data: {problem}", code="TUBELESS_AGENT_INVALID_DECISION"
+    )
 
 
 class ReduceStep:
