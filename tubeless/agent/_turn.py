@@ -348,6 +348,8 @@ class DecideStep:
         if any(isinstance(runtime.tools[call.tool], PipelineToolSpec) for call in decision.calls):
             budget.check_delegation()
         prepared = []
+        controls = _DRY if context.dry_run else _WET
+        plans: dict[str, PipelinePlan] = {}  # a tool's plan, made once per batch
         for call in decision.calls:
             raise_if_cancelled(context.signal)
             spec = runtime.tools[call.tool]
@@ -358,7 +360,9 @@ class DecideStep:
                 spec.input_schema, call.input, f"Agent tool {call.tool} input"
             )
             raise_if_cancelled(context.signal)
-            plan = runtime.tool_pipelines[call.tool].plan(_DRY if context.dry_run else _WET)
+            plan = plans.get(call.tool)
+            if plan is None:
+                plan = plans[call.tool] = runtime.tool_pipelines[call.tool].plan(controls)
             if not plan.ok:
                 raise AgentError(
                     f"Agent tool {call.tool} has an invalid plan",
