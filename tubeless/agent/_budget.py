@@ -11,9 +11,7 @@ subagent holds none, so nesting works with `max_concurrency=1` at every level.
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
-from collections.abc import Iterator
 
 from tubeless.agent._limits import AgentLimits
 from tubeless.errors import AgentLimitError
@@ -51,25 +49,37 @@ class AgentTree:
             RunCancelledError: when the run is cancelled before the permits are granted;
                 a queued job never starts after cancellation.
         """
-        waiter = _Waiter(chain)
         with self._changed:
-            self._queue.append(waiter)
-            self._grant()
-            while not waiter.granted and not signal.is_set():
-                self._changed.wait(_POLL_SECONDS)
-            if not waiter.granted:
-                self._queue.remove(waiter)
+            if not self._queue and all(b.active < b.limits.max_concurrency for b in chain):
+                # Nobody queued and room everywhere: granted at once, as `_grant` would.
+                for budget in chain:
+                    budget.active += 1
+                granted = True
+            else:
+                granted = self._wait(chain, signal)
         if signal.is_set():
-            if waiter.granted:
+            if granted:
                 self.release(chain)
             raise_if_cancelled(signal)
+
+    def _wait(self, chain: tuple[Budget, ...], signal: threading.Event) -> bool:
+        """Queue for the permits of `chain` (lock held); whether they were granted."""
+        waiter = _Waiter(chain)
+        self._queue.append(waiter)
+        self._grant()
+        while not waiter.granted and not signal.is_set():
+            self._changed.wait(_POLL_SECONDS)
+        if not waiter.granted:
+            self._queue.remove(waiter)
+        return waiter.granted
 
     def release(self, chain: tuple[Budget, ...]) -> None:
         """Give back the permits of `chain` and hand them to queued jobs."""
         with self._changed:
             for budget in chain:
                 budget.active -= 1
-            self._grant()
+            if self._queue:
+                self._grant()
 
     def _grant(self) -> None:
         granted = False
@@ -142,14 +152,27 @@ class Budget:
             if below + 1 > budget.limits.max_depth:
                 raise _limit(budget, "max_depth", below, 1)
 
-    @contextlib.contextmanager
-    def permit(self, signal: threading.Event) -> Iterator[None]:
+    def permit(self, signal: threading.Event) -> _Permit:
         """Hold a permit from every budget in the chain while the block runs one job."""
-        self.tree.acquire(self.chain, signal)
-        try:
-            yield
-        finally:
-            self.tree.release(self.chain)
+        return _Permit(self, signal)
+
+
+class _Permit:
+    """`Budget.permit`'s context manager (a plain class: it runs for every job)."""
+
+    __slots__ = ("_budget", "_signal")
+
+    def __init__(self, budget: Budget, signal: threading.Event) -> None:
+        self._budget = budget
+        self._signal = signal
+
+    def __enter__(self) -> None:
+        budget = self._budget
+        budget.tree.acquire(budget.chain, self._signal)
+
+    def __exit__(self, *exc_info: object) -> None:
+        budget = self._budget
+        budget.tree.release(budget.chain)
 
 
 def _limit(budget: Budget, name: str, consumed: int, requested: int) -> AgentLimitError:

@@ -119,6 +119,23 @@ def _parse_decision(raw: object) -> ContinueDecision | FinishDecision:
 
 
 def _parse_call(call: object, position: int) -> AgentCall:
+    if type(call) is dict and call.keys() == _CALL_KEYS:
+        # The usual shape, checked without building any message.
+        call_id, tool = call["id"], call["tool"]
+        if (
+            _is_text(call_id)
+            and call_id.strip()
+            and len(call_id) <= CALL_ID_LIMIT
+            and call_id.isascii()
+            and _is_text(tool)
+            and tool.strip()
+        ):
+            return AgentCall(call_id, tool, call["input"])
+    return _parse_odd_call(call, position)
+
+
+def _parse_odd_call(call: object, position: int) -> AgentCall:
+    """`_parse_call` for any other shape: the same checks, naming what is wrong."""
     where = f"Agent call #{position + 1}"
     if not _plain(call):
         raise _invalid(f"{where} must be a plain dict, got {type_name(call)}")

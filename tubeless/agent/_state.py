@@ -70,6 +70,9 @@ def _key_text(key: object) -> str:
 _KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
 """Types kept as they are (with `None`): scalars, and what `own_state` made already."""
 
+_FLAT = frozenset({str, int, bool})
+"""Scalars that are plain data whatever their value (floats must be finite)."""
+
 
 def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool) -> Any:
     kind = type(value)
@@ -142,6 +145,10 @@ def plain_data_problem(value: Any) -> str | None:
     The value is walked as `own_state` walks it (nothing is kept), so every boundary that
     takes model data applies the one rule state follows.
     """
+    if type(value) is dict and all(
+        type(key) is str and (item is None or type(item) in _FLAT) for key, item in value.items()
+    ):
+        return None  # the usual tool input: one dict of strings, integers and booleans
     try:
         _freeze(value, (), set(), False)
     except _NotPlainError as reason:

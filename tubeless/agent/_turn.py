@@ -6,7 +6,7 @@ import concurrent.futures
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote
@@ -342,10 +342,14 @@ class DecideStep:
                     f"Unknown agent tool: {quote(call.tool)}",
                     code="TUBELESS_AGENT_INVALID_DECISION",
                 )
-            _require_plain(call.input, f"Agent call {quote(call.id)} input")
+            problem = plain_data_problem(call.input)
+            if problem is not None:
+                _refuse_plain(problem, f"Agent call {quote(call.id)} input")
         if any(isinstance(runtime.tools[call.tool], PipelineToolSpec) for call in decision.calls):
             budget.check_delegation()
         prepared = []
+        controls = _DRY if context.dry_run else _WET
+        plans: dict[str, PipelinePlan] = {}  # a tool's plan, made once per batch
         for call in decision.calls:
             raise_if_cancelled(context.signal)
             spec = runtime.tools[call.tool]
@@ -356,7 +360,9 @@ class DecideStep:
                 spec.input_schema, call.input, f"Agent tool {call.tool} input"
             )
             raise_if_cancelled(context.signal)
-            plan = runtime.tool_pipelines[call.tool].plan(_DRY if context.dry_run else _WET)
+            plan = plans.get(call.tool)
+            if plan is None:
+                plan = plans[call.tool] = runtime.tool_pipelines[call.tool].plan(controls)
             if not plan.ok:
                 raise AgentError(
                     f"Agent tool {call.tool} has an invalid plan",
@@ -384,9 +390,13 @@ def _require_plain(value: Any, label: str) -> None:
     """Refuse model data that is not plain JSON data, before any schema sees it."""
     problem = plain_data_problem(value)
     if problem is not None:
-        raise AgentError(
-            f"{label} must be plain JSON data: {problem}", code="TUBELESS_AGENT_INVALID_DECISION"
-        )
+        _refuse_plain(problem, label)
+
+
+def _refuse_plain(problem: str, label: str) -> NoReturn:
+    raise AgentError(
+        f"{label} must be plain JSON data: {problem}", code="TUBELESS_AGENT_INVALID_DECISION"
+    )
 
 
 class ReduceStep:
