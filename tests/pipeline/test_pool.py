@@ -1,13 +1,14 @@
-"""`run_lazily`: every item once, bounded, drained; helpers start only when needed."""
+"""`run_lazily`: every item once, bounded, drained; helpers start only when held up."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
+from collections.abc import Callable
 
 import pytest
 
-from tubeless.pipeline._pool import run_lazily
+from tubeless.pipeline import _pool
+from tubeless.pipeline._pool import LazyPool, run_lazily
 
 WAIT = 30.0
 
@@ -40,25 +41,77 @@ def test_slow_items_run_together_up_to_the_bound(thread_baseline: int) -> None:
     assert peak == 4
 
 
+def test_items_nothing_holds_up_run_on_the_caller_alone(
+    thread_baseline: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No helper thread is made unless a batch is held up for a whole watcher tick."""
+    monkeypatch.setattr(_pool, "HANDOFF_SECONDS", WAIT)  # no tick falls within the test
+    pool = LazyPool(3, name="probe")
+    caller = threading.current_thread()
+    threads: set[threading.Thread] = set()
+    try:
+        for _ in range(50):
+            run_lazily(
+                4, 4, lambda index: threads.add(threading.current_thread()), lambda: True, pool=pool
+            )
+        helpers = [thread for thread in threading.enumerate() if thread.name.startswith("probe_")]
+    finally:
+        pool.close()
+    assert threads == {caller}
+    assert helpers == []
+
+
+def test_a_held_up_batch_gets_helpers_and_close_joins_them(thread_baseline: int) -> None:
+    """An item that waits makes the watcher start a helper; `close` ends every thread."""
+    pool = LazyPool(1, name="probe")
+    helped = threading.Event()
+    names: list[str] = []
+
+    def work(index: int) -> None:
+        names.append(threading.current_thread().name)
+        if index == 0:
+            assert helped.wait(WAIT), "no helper took item 1 while item 0 waited"
+        else:
+            helped.set()
+
+    run_lazily(2, 2, work, lambda: True, pool=pool)
+    assert names[0] == threading.current_thread().name
+    assert names[1].startswith("probe_")
+    assert any(thread.name.startswith("probe") for thread in threading.enumerate())
+    pool.close()
+    assert not any(thread.name.startswith("probe") for thread in threading.enumerate())
+
+
 def test_quick_items_do_not_wait_for_a_helper_to_wake(thread_baseline: int) -> None:
-    """When the caller finishes every item itself, a helper still queued is not awaited."""
+    """When the caller finishes every item itself, a helper still on its way is not awaited."""
+    pool = LazyPool(1, name="probe")
+    asked = threading.Event()
     release = threading.Event()
+    submit = pool.submit
+
+    def held_back(helper: Callable[[], None]) -> None:
+        def late() -> None:
+            release.wait(WAIT)
+            helper()
+
+        asked.set()
+        submit(late)
+
+    pool.submit = held_back  # type: ignore[method-assign]
     ran: list[int] = []
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        blocker = pool.submit(release.wait, WAIT)  # the only pool thread is busy
-        finished = threading.Event()
 
-        def call() -> None:
-            run_lazily(3, 2, ran.append, lambda: True, executor=pool)
-            finished.set()
+    def work(index: int) -> None:
+        if index == 0:
+            assert asked.wait(WAIT), "the watcher never asked for a helper"
+        ran.append(index)
 
-        caller = threading.Thread(target=call)
-        caller.start()
-        assert finished.wait(WAIT), "run_lazily waited for a helper that never started"
+    try:
+        run_lazily(3, 2, work, lambda: True, pool=pool)  # returns with the helper held back
         assert ran == [0, 1, 2]
+        assert not release.is_set()
+    finally:
         release.set()
-        caller.join(WAIT)
-        assert blocker.result() is True
+        pool.close()
 
 
 def test_a_stop_starts_nothing_new_and_drains_what_started(thread_baseline: int) -> None:

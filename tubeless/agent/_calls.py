@@ -264,9 +264,7 @@ class CallsStep:
         workers = self._runtime.limits.max_concurrency
         pool = invocation.pool(workers - 1) if workers > 1 and len(decision.calls) > 1 else None
         try:
-            run_lazily(
-                len(decision.calls), workers, batch.run_call, batch.keep_going, executor=pool
-            )
+            run_lazily(len(decision.calls), workers, batch.run_call, batch.keep_going, pool=pool)
         finally:
             if invocation.journal is not None:
                 unstarted = set(range(len(decision.calls))) - batch.begun

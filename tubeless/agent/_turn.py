@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
@@ -27,7 +26,7 @@ from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
 from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
-from tubeless.pipeline.lowlevel import observed, raise_if_cancelled
+from tubeless.pipeline.lowlevel import LazyPool, observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
 
 _DRY = RunControls(dry_run=True)
@@ -104,16 +103,14 @@ class Invocation:
         """The agent's node in the durable journal (`None` when not durable)."""
         self.execution_id = execution_id
         self.agent_path = agent_path
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: LazyPool | None = None
         self._lock = threading.Lock()
 
-    def pool(self, workers: int) -> concurrent.futures.ThreadPoolExecutor:
-        """The invocation's thread pool, made on first use."""
+    def pool(self, workers: int) -> LazyPool:
+        """The invocation's pool for its batches, made on first use."""
         with self._lock:
             if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=workers, thread_name_prefix="tubeless-tool"
-                )
+                self._pool = LazyPool(workers, name="tubeless-tool")
             return self._pool
 
     def close(self) -> None:
@@ -121,7 +118,7 @@ class Invocation:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.close()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,10 +1,24 @@
-"""A lazy, bounded worker pool: items start in order, at most `concurrency` at once."""
+"""A lazy, bounded worker pool: items start in order, at most `concurrency` at once.
+
+Waking a thread costs more than a quick item (a validated tool call takes microseconds;
+handing work to a sleeping thread disturbs the caller for tens of them), so a batch starts
+on the calling thread alone. Helper threads join a batch only once an item keeps it busy:
+a watcher thread looks at the running batches every `HANDOFF_SECONDS`, and a batch whose
+threads started no item since the last look gets a helper, which takes the next item and,
+while items remain, asks for one more. Slow items (a tool waiting on the network) so all
+start within two ticks of each other; quick ones never wake a thread.
+"""
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
 from collections.abc import Callable
+
+HANDOFF_SECONDS = 0.001
+"""How often the watcher looks for a batch held up by a slow item."""
+_IDLE_TICKS = 20
+"""Ticks without any batch after which the watcher sleeps until the next batch."""
 
 
 def run_lazily(
@@ -13,28 +27,22 @@ def run_lazily(
     work: Callable[[int], None],
     keep_going: Callable[[], bool],
     *,
-    executor: concurrent.futures.ThreadPoolExecutor | None = None,
+    pool: LazyPool | None = None,
 ) -> None:
     """Run `work(0) .. work(count - 1)`, starting them in order, at most `concurrency` at once.
 
-    Before taking each next item a worker asks `keep_going()`; once it says no, nothing new
+    Before taking each next item a thread asks `keep_going()`; once it says no, nothing new
     starts, and the call returns after every started item has finished (drain). `work` must
     not raise. The calling thread is one of the workers (it would only wait otherwise), so
     a pool needs `concurrency - 1` threads; with `concurrency == 1` everything runs inline.
-
-    Helpers are started one at a time: a thread that takes an item while more remain asks
-    for one more helper, unless one is already on its way. Slow items (a tool waiting on
-    the network) still all run at once, a thread wake-up apart; quick ones mostly run on
-    the threads already running, instead of waking `concurrency - 1` threads that would
-    find nothing left to do.
 
     Args:
         count: how many items.
         concurrency: the bound on items running at once.
         work: runs one item.
         keep_going: whether another item may start.
-        executor: a pool (with at least `concurrency - 1` workers) to reuse; otherwise a
-            pool is made for this call and shut down before it returns.
+        pool: a pool (with at least `concurrency - 1` workers) to reuse across calls;
+            otherwise one is made for this call and closed before it returns.
     """
     if min(concurrency, count) <= 1:
         for index in range(count):
@@ -42,27 +50,122 @@ def run_lazily(
                 return
             work(index)
         return
-    own = executor is None
-    pool = executor or concurrent.futures.ThreadPoolExecutor(
-        max_workers=min(concurrency, count) - 1, thread_name_prefix="tubeless-worker"
-    )
+    if pool is not None:
+        pool.run(count, concurrency, work, keep_going)
+        return
+    own = LazyPool(min(concurrency, count) - 1)
     try:
-        _Helpers(count, concurrency, work, keep_going, pool).run()
+        own.run(count, concurrency, work, keep_going)
     finally:
-        if own:
-            pool.shutdown(wait=True)
+        own.close()
 
 
-class _Helpers:
-    """The threads of one `run_lazily` call: the caller, and helpers started on demand."""
+class LazyPool:
+    """The helper threads of `run_lazily` batches and the watcher that starts them.
 
-    def __init__(
+    Threads are made on first need: the watcher with the first batch, helpers when a batch
+    is first held up. `close()` stops and joins them all; call it once no batch runs.
+
+    Args:
+        workers: the most helpers that may run at once (batches need `concurrency - 1`).
+        name: the prefix of the threads' names.
+    """
+
+    def __init__(self, workers: int, *, name: str = "tubeless-worker") -> None:
+        self._workers = workers
+        self._name = name
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._batches: list[_Batch] = []
+        self._watcher: threading.Thread | None = None
+        self._sleeping = False
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def run(
         self,
         count: int,
         concurrency: int,
         work: Callable[[int], None],
         keep_going: Callable[[], bool],
-        pool: concurrent.futures.ThreadPoolExecutor,
+    ) -> None:
+        """Run one batch (see `run_lazily`) with this pool's threads.
+
+        Raises:
+            RuntimeError: when the pool is closed.
+        """
+        batch = _Batch(count, min(concurrency - 1, self._workers), work, keep_going, self)
+        start = None
+        with self._lock:
+            if self._stop.is_set():
+                raise RuntimeError("LazyPool is closed")
+            self._batches.append(batch)
+            if self._watcher is None:
+                start = self._watcher = threading.Thread(
+                    target=self._watch, name=f"{self._name}-watcher", daemon=True
+                )
+            elif self._sleeping:
+                self._wake.notify()
+        if start is not None:
+            start.start()
+        try:
+            batch.run()
+        finally:
+            with self._lock:
+                self._batches.remove(batch)
+
+    def close(self) -> None:
+        """Stop the watcher and wait for every thread of the pool to end."""
+        with self._lock:
+            self._stop.set()
+            self._wake.notify()
+            watcher, executor = self._watcher, self._executor
+        if watcher is not None:
+            watcher.join()
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def submit(self, helper: Callable[[], None]) -> None:
+        """Start `helper` on a pool thread (the threads are made on first use)."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._workers, thread_name_prefix=self._name
+                )
+            executor = self._executor
+        executor.submit(helper)
+
+    def _watch(self) -> None:
+        seen: list[tuple[_Batch, int]] = []
+        idle = 0
+        while True:
+            with self._lock:
+                while idle >= _IDLE_TICKS and not self._batches and not self._stop.is_set():
+                    self._sleeping = True
+                    self._wake.wait()
+                    idle = 0
+                self._sleeping = False
+            if self._stop.wait(HANDOFF_SECONDS):
+                return
+            with self._lock:
+                looks = [(batch, batch.started) for batch in self._batches]
+            idle = 0 if looks else idle + 1
+            for look in looks:
+                if look in seen:  # nothing started for a whole tick: an item is slow
+                    look[0].held_up()
+            seen = looks
+
+
+class _Batch:
+    """The threads of one batch: the caller, and helpers started once it is held up."""
+
+    def __init__(
+        self,
+        count: int,
+        spare: int,
+        work: Callable[[int], None],
+        keep_going: Callable[[], bool],
+        pool: LazyPool,
     ) -> None:
         self._work = work
         self._keep_going = keep_going
@@ -71,16 +174,18 @@ class _Helpers:
         self._idle = threading.Condition(self._lock)
         self._cursor = iter(range(count))
         self._left = count
-        self._spare = min(concurrency, count) - 1  # helpers that may still be started
+        self._spare = spare  # helpers that may still be started
         self._arriving = 0  # helpers started that have not asked for an item yet
         self._busy = 0  # helpers that took an item and have not finished
         self._error: BaseException | None = None
+        self.started = 0
+        """Items started so far (the watcher compares it between ticks)."""
 
     def run(self) -> None:
         """Work as the calling thread, then wait for the helpers that took items.
 
         A helper still arriving when the items run out takes none and ends on its own
-        (the pool's shutdown waits for it), so quick items never wait on a thread wake-up.
+        (the pool's close waits for it), so quick items never wait on a thread wake-up.
 
         Raises:
             BaseException: whatever escaped `work` in a helper (a bug: `work` must not raise).
@@ -92,6 +197,20 @@ class _Helpers:
         if self._error is not None:
             raise self._error
 
+    def held_up(self) -> None:
+        """Start a helper, unless none may start or one is on its way (from the watcher)."""
+        with self._lock:
+            self._ask_for_helper()
+
+    def _ask_for_helper(self) -> None:
+        if self._left and self._spare and not self._arriving:
+            self._spare -= 1
+            self._arriving += 1
+            self._pool.submit(self._help)
+
+    def _help(self) -> None:
+        self._loop(helper=True)
+
     def _loop(self, helper: bool) -> None:
         busy = False
         try:
@@ -102,14 +221,14 @@ class _Helpers:
                     index = next(self._cursor, None) if self._keep_going() else None
                     if index is None:
                         return
-                    if helper and not busy:
-                        busy = True
-                        self._busy += 1
+                    self.started += 1
                     self._left -= 1
-                    if self._left and self._spare and not self._arriving:
-                        self._spare -= 1
-                        self._arriving += 1
-                        self._pool.submit(self._loop, True)
+                    if helper:
+                        if not busy:
+                            busy = True
+                            self._busy += 1
+                        # The batch proved slow: the next item gets a thread of its own.
+                        self._ask_for_helper()
                 self._work(index)
         except BaseException as error:
             if not helper:

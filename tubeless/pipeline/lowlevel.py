@@ -25,9 +25,10 @@ What it promises, for as long as a name is listed here:
   `context`, so progress and attempt attributes are worth building;
   `visible_groups(keys, status, DETAIL_GROUP_LIMIT)` picks the progress groups shown
   (active first, then failed, in input order).
-- Fan-out. `run_lazily(count, concurrency, work, keep_going, executor=...)` runs items
+- Fan-out. `run_lazily(count, concurrency, work, keep_going, pool=...)` runs items
   in order, at most `concurrency` at once, the caller being one of the workers, and
-  drains started items before it returns.
+  drains started items before it returns; helper threads join only once an item keeps
+  the batch busy. A `LazyPool` keeps those threads across batches until `close()`.
 - Cancellation. `raise_if_cancelled(signal)` raises `RunCancelledError` with
   `cancellation_message(signal)` once the run's signal is set; `is_cancellation(error,
   signal)` tells cancellation from failure by the error itself.
@@ -49,12 +50,13 @@ from tubeless.pipeline._handler_context import (
     cancellation_message,
     raise_if_cancelled,
 )
-from tubeless.pipeline._pool import run_lazily
+from tubeless.pipeline._pool import LazyPool, run_lazily
 
 __all__ = [
     "DETAIL_GROUP_LIMIT",
     "PROGRESS_INTERVAL_MS",
     "IterationRunner",
+    "LazyPool",
     "approvals_of",
     "cancellation_message",
     "child_failure",
