@@ -29,6 +29,15 @@ class _Waiter:
         self.granted = False
 
 
+def _room(chain: tuple[Budget, ...]) -> bool:
+    """Whether every budget in `chain` has a permit free."""
+    # A loop, not `all()` over a generator: this runs for every job.
+    for budget in chain:  # noqa: SIM110
+        if budget.active >= budget.limits.max_concurrency:
+            return False
+    return True
+
+
 class AgentTree:
     """What every invocation under one root shares: a lock and the permit queue."""
 
@@ -36,6 +45,7 @@ class AgentTree:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        # Taken as `lock` directly where nothing waits: that spares the Condition's wrapper.
         self._changed = threading.Condition(self.lock)
         self._queue: collections.deque[_Waiter] = collections.deque()
 
@@ -49,8 +59,8 @@ class AgentTree:
             RunCancelledError: when the run is cancelled before the permits are granted;
                 a queued job never starts after cancellation.
         """
-        with self._changed:
-            if not self._queue and all(b.active < b.limits.max_concurrency for b in chain):
+        with self.lock:
+            if not self._queue and _room(chain):
                 # Nobody queued and room everywhere: granted at once, as `_grant` would.
                 for budget in chain:
                     budget.active += 1
@@ -75,7 +85,7 @@ class AgentTree:
 
     def release(self, chain: tuple[Budget, ...]) -> None:
         """Give back the permits of `chain` and hand them to queued jobs."""
-        with self._changed:
+        with self.lock:
             for budget in chain:
                 budget.active -= 1
             if self._queue:
@@ -84,7 +94,7 @@ class AgentTree:
     def _grant(self) -> None:
         granted = False
         for waiter in list(self._queue):
-            if all(b.active < b.limits.max_concurrency for b in waiter.chain):
+            if _room(waiter.chain):
                 for budget in waiter.chain:
                     budget.active += 1
                 waiter.granted = granted = True

@@ -19,7 +19,7 @@ from tubeless.pipeline._child_progress import (
 )
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
-from tubeless.pipeline._execute import ChildLink, execute_run
+from tubeless.pipeline._execute import execute_run
 from tubeless.pipeline._handler_context import (
     ExecutionContext,
     StepContext,
@@ -31,32 +31,6 @@ from tubeless.pipeline._run_result import PipelineRun
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
-
-
-def child_link(
-    context: ExecutionContext,
-    *,
-    hooks: Sequence[dict[str, Hook]] = (),
-    item_key: str | None = None,
-    iteration: dict[str, Any] | None = None,
-    options_checked: bool = False,
-) -> ChildLink:
-    """How a child run started from `context`'s step attaches to its run."""
-    scope = scope_of(context)
-    return ChildLink(
-        parent_run_id=scope.run_id,
-        correlation_id=scope.correlation_id,
-        signal=scope.signal,
-        log=scope.log,
-        now=scope.now,
-        sleep=scope.sleep,
-        cwd=scope.cwd,
-        channel=scope.channel,
-        hooks=tuple(hooks),
-        item_key=item_key,
-        iteration=iteration,
-        options_checked=options_checked,
-    )
 
 
 def observed(context: ExecutionContext) -> bool:
@@ -107,14 +81,17 @@ def run_child_pipeline(
     `options_checked`, `options` were already validated by the child's own options schema
     (its transform runs once) and are used as they are.
     """
-    link = child_link(
-        context,
-        hooks=hooks,
+    return execute_run(
+        pipeline,
+        options,
+        controls,
+        parent=scope_of(context),
+        hooks=tuple(hooks),
         item_key=item_key,
         iteration=iteration,
         options_checked=options_checked,
+        plan=plan,
     )
-    return execute_run(pipeline, options, controls, link=link, plan=plan)
 
 
 def execution_key_of(context: ExecutionContext) -> str | None:

@@ -166,6 +166,7 @@ class Pipeline:
 
     __slots__ = (
         "_finalize",
+        "_finalize_step",
         "_order",
         "_plans",
         "_prerequisites",
@@ -219,6 +220,7 @@ class Pipeline:
         self._order = tuple(order)
         self._prerequisites = tuple(tuple(dep.id for dep in step_edges(step)) for step in order)
         self._finalize, required_steps = _compile_finalizer(finalize, order, id)
+        self._finalize_step = finalize.id if isinstance(finalize, Step) else None
         self._plans: dict[tuple[RunControls, type], PipelinePlan] = {}
         required_ids = None if required_steps is None else [s.id for s in required_steps]
         self.definition: DefinitionSnapshot = build_snapshot(
@@ -316,6 +318,11 @@ class Pipeline:
     def prerequisite_ids(self) -> tuple[tuple[str, ...], ...]:
         """For each step of `execution_order`, the ids of its distinct prerequisites."""
         return self._prerequisites
+
+    @property
+    def finalize_step_id(self) -> str | None:
+        """The step whose output is the result as it is (`finalize=step`), if any."""
+        return self._finalize_step
 
     def finalize_outputs(self, outputs: dict[str, Any], context: ExecutionContext) -> Any:
         """Run the compiled finalizer."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import threading
@@ -12,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 from tubeless._types import Hook
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._classify import finalization_error, to_diagnostic
-from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
+from tubeless.pipeline._controls import RunContext, RunControls
 from tubeless.pipeline._handler_context import (
     ExecutionContext,
     RunScope,
+    StepContext,
     default_logger,
     default_now,
     default_sleep,
@@ -24,33 +24,14 @@ from tubeless.pipeline._handler_context import (
 from tubeless.pipeline._hooks import normalize_hooks
 from tubeless.pipeline._observe import RunObserver, TraceChannel
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.pipeline._run_result import RUN_MODEL_VERSION, PipelineRun, run_status
-from tubeless.pipeline._schedule import StepScheduler, trace_error
-from tubeless.pipeline._steps import FINALIZE_STEP_ID
+from tubeless.pipeline._run_result import RUN_MODEL_VERSION, PipelineRun, StepReport, run_status
+from tubeless.pipeline._schedule import StepScheduler, runs_alone, trace_error
+from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 from tubeless.schema import validate_boundary
 from tubeless.trace import TRACE_LIST_LIMIT
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ChildLink:
-    """How a child run hangs off its parent (internal; never given by users)."""
-
-    parent_run_id: str
-    correlation_id: str | None
-    signal: threading.Event
-    log: PipelineLogger
-    now: Callable[[], int]
-    sleep: Callable[[float, threading.Event], None]
-    cwd: str
-    channel: TraceChannel | None
-    hooks: tuple[dict[str, Hook], ...] = ()
-    item_key: str | None = None
-    iteration: dict[str, Any] | None = None
-    options_checked: bool = False
-    """The parent already validated the options with this pipeline's schema (use as is)."""
 
 
 _UUID_KEEP = ~((0xF << 76) | (0x3 << 62))
@@ -95,21 +76,28 @@ def _scope_for_root(
     ), hooks
 
 
-def _scope_for_child(pipeline_id: str, link: ChildLink, dry_run: bool) -> RunScope:
+def _scope_for_child(
+    pipeline_id: str,
+    parent: RunScope,
+    item_key: str | None,
+    iteration: dict[str, Any] | None,
+    dry_run: bool,
+) -> RunScope:
+    """A child run's scope: the parent's signal, channel, logger, clock, sleep and cwd."""
     return RunScope(
         pipeline_id=pipeline_id,
         run_id=new_run_id(pipeline_id),
-        parent_run_id=link.parent_run_id,
-        correlation_id=link.correlation_id,
-        item_key=link.item_key,
-        iteration=link.iteration,
-        signal=link.signal,
-        log=link.log,
-        now=link.now,
-        sleep=link.sleep,
-        cwd=link.cwd,
+        parent_run_id=parent.run_id,
+        correlation_id=parent.correlation_id,
+        item_key=item_key,
+        iteration=iteration,
+        signal=parent.signal,
+        log=parent.log,
+        now=parent.now,
+        sleep=parent.sleep,
+        cwd=parent.cwd,
         dry_run=dry_run,
-        channel=link.channel,
+        channel=parent.channel,
     )
 
 
@@ -135,20 +123,28 @@ def execute_run(
     controls: RunControls,
     *,
     context: RunContext | None = None,
-    link: ChildLink | None = None,
+    parent: RunScope | None = None,
+    hooks: tuple[dict[str, Hook], ...] = (),
+    item_key: str | None = None,
+    iteration: dict[str, Any] | None = None,
+    options_checked: bool = False,
     plan: PipelinePlan | None = None,
 ) -> PipelineRun:
-    """Run `pipeline` once: a root run (`context`) or a child run (`link`)."""
-    if link is None:
+    """Run `pipeline` once: a root run (`context`) or a child run of the run behind `parent`.
+
+    A child takes `hooks` (the run tree's trackers), `item_key` and `iteration`; with
+    `options_checked`, its options were already validated by its own schema (used as is).
+    """
+    if parent is None:
         scope, hooks = _scope_for_root(pipeline.id, context or RunContext(), controls.dry_run)
     else:
-        scope, hooks = _scope_for_child(pipeline.id, link, controls.dry_run), link.hooks
+        scope = _scope_for_child(pipeline.id, parent, item_key, iteration, controls.dry_run)
     scope.observer = _observer(scope, hooks)
     run = _Run(pipeline, scope, controls, plan or pipeline.plan(controls))
     try:
-        return run.execute(options, checked=link is not None and link.options_checked)
+        return run.execute(options, checked=options_checked)
     finally:
-        if link is None and scope.channel is not None:
+        if parent is None and scope.channel is not None:
             scope.channel.settle()
             scope.channel.flush()
 
@@ -187,9 +183,25 @@ class _Run:
             self._scope.options = options
         elif not self._validate_options(options):
             return self._complete(None)
-        if self._scope.observer is not None:
-            self._emit_planned(self._scope.observer)
-        scheduler = StepScheduler(
+        order = self._pipeline.execution_order
+        scope = self._scope
+        if scope.observer is not None:
+            self._emit_planned(scope.observer)
+        elif (
+            runs_alone(order, self._plan.steps, self._controls.max_concurrency, scope.dry_run)
+            and order[0].skip is None
+            and not scope.signal.is_set()
+        ):
+            return self._execute_alone(order[0])
+        scheduler = self._scheduler()
+        if scheduler.runs_alone():
+            scheduler.run_alone()
+        else:
+            scheduler.run()
+        return self._settle(scheduler)
+
+    def _scheduler(self) -> StepScheduler:
+        return StepScheduler(
             self._scope,
             self._pipeline.id,
             self._pipeline.execution_order,
@@ -198,14 +210,63 @@ class _Run:
             max_concurrency=self._controls.max_concurrency,
             continue_on_error=self._controls.continue_on_error,
         )
-        if scheduler.runs_alone():
-            scheduler.run_alone()
-        else:
-            scheduler.run()
+
+    def _settle(self, scheduler: StepScheduler) -> PipelineRun:
+        """Finalize and report once the scheduler has settled every step."""
         for index in sorted(scheduler.errors):
             self._fail(*scheduler.errors[index])
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
         return self._complete(self._finalize(scheduler.outputs), reports)
+
+    def _execute_alone(self, step: Step) -> PipelineRun:
+        """Run the lone step of a run nothing observes (a tool call) right here.
+
+        The scheduler's ladder for that step (see `StepScheduler.run_alone`) without
+        making the scheduler: no records to send and the same reports, the attempt
+        starting when the run does. A failure goes to the scheduler, which reports it as
+        `run_alone` would.
+        """
+        scope = self._scope
+        attempt_id = scope.next_attempt_id()
+        started = self._started
+        context = StepContext(scope, step.id, attempt_id)
+        handler = step.dry_run if scope.dry_run and callable(step.dry_run) else step.run
+        try:
+            value = handler({}, context)
+        except Exception as error:
+            context.close()
+            return self._alone_failed(error, attempt_id, started)
+        context.close()
+        if step.output_schema is not None:
+            boundary = f"Pipeline {self._pipeline.id} step {step.id} output"
+            try:
+                value = validate_boundary(step.output_schema, value, boundary)
+            except Exception as error:
+                return self._alone_failed(error, attempt_id, started)
+        finished = scope.now()
+        report = StepReport(
+            id=step.id,
+            status="completed",
+            finished_at_ms=finished,
+            name=step.name,
+            description=step.description,
+            attempt_id=attempt_id,
+            started_at_ms=started,
+        )
+        pipeline = self._pipeline
+        if (
+            pipeline.finalize_step_id == step.id
+            and pipeline.result_schema is None
+            and not scope.signal.is_set()
+        ):
+            # The finalizer would hand the output back as it is: the run ends with the step.
+            return self._complete((True, value), (report,), finished)
+        return self._complete(self._finalize({step.id: value}), (report,))
+
+    def _alone_failed(self, error: Exception, attempt_id: str, started: int) -> PipelineRun:
+        scheduler = self._scheduler()
+        scheduler.fail_alone(error, attempt_id, started)
+        return self._settle(scheduler)
 
     def _plan_payload(self, key: str, build: Callable[[], Any]) -> tuple[Any, bool]:
         """A payload every run of this plan sends alike, built once; and whether it passed."""
@@ -308,7 +369,10 @@ class _Run:
         return True, value
 
     def _complete(
-        self, finalized: tuple[bool, Any] | None, reports: tuple[Any, ...] = ()
+        self,
+        finalized: tuple[bool, Any] | None,
+        reports: tuple[Any, ...] = (),
+        finished: int | None = None,
     ) -> PipelineRun:
         done, value = finalized or (False, None)
         scope = self._scope
@@ -323,7 +387,7 @@ class _Run:
             dry_run=self._controls.dry_run,
             status=run_status(errors),
             started_at_ms=self._started,
-            finished_at_ms=scope.now(),
+            finished_at_ms=scope.now() if finished is None else finished,
             errors=errors,
             steps=reports,
             finalized=done,

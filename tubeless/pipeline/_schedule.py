@@ -47,6 +47,15 @@ class StepOutcome:
     cancelled_before_start: bool = False
 
 
+def runs_alone(
+    order: Sequence[Step], plan_steps: Sequence[PlanStep], max_concurrency: int, dry_run: bool
+) -> bool:
+    """Whether a plan is one selected step, run inline, that the ladder runs (not skipped)."""
+    if max_concurrency != 1 or len(order) != 1 or not plan_steps[0].selected:
+        return False
+    return not (dry_run and order[0].dry_run == "skip")
+
+
 class StepScheduler:
     """Runs the steps of one planned run and collects reports, outputs and errors."""
 
@@ -111,10 +120,12 @@ class StepScheduler:
 
     def runs_alone(self) -> bool:
         """Whether `run_alone` applies: one selected step, inline, that the ladder runs."""
-        if self._max != 1 or len(self._order) != 1 or not self._plan[0].selected:
-            return False
-        step = self._order[0]
-        return not (self._scope.dry_run and step.dry_run == "skip")
+        return runs_alone(self._order, self._plan, self._max, self._scope.dry_run)
+
+    def fail_alone(self, error: Exception, attempt_id: str, started_at_ms: int) -> None:
+        """Settle the lone step of a plan (see `runs_alone`) whose attempt, begun by the
+        caller, failed with `error`: the report and records of `run_alone` failing."""
+        self._apply(self._failed(0, error, _Attempt(attempt_id, started_at_ms)), [])
 
     def _ready(self, index: int) -> bool:
         reports = self.reports
