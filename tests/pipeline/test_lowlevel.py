@@ -82,3 +82,88 @@ def test_observed_is_false_without_a_sink_or_hooks() -> None:
     parent.run()
     parent.run(None, context={"tracing": MemoryTraceSink()})
     assert seen == [False, True]
+
+
+def _lone(case: str) -> tuple[Any, RunControls]:
+    """A one-step child pipeline behaving as `case` says, and the controls to run it with."""
+    step = create_steps()
+    controls = RunControls()
+
+    def run(inputs: Any, context: Any) -> Any:
+        if case in ("raises", "continue on error"):
+            raise ValueError("step broke")
+        if case == "cancels":
+            context.signal.set()  # the step ends, then the run is cancelled
+        return {"x": 1} if case != "bad output" else {"x": "one"}
+
+    output = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    only = step("only", run=run, output_schema=output, dry_run=lambda i, c: {"x": 2})
+    finalize: Any = only
+    result_schema = None
+    if case == "finalizer":
+        finalize = lambda outputs, context: outputs["only"]["x"] + 1  # noqa: E731
+    elif case == "bad result":
+        result_schema = {"type": "string"}
+    elif case == "continue on error":
+        controls = RunControls(continue_on_error=True)
+        finalize = lambda outputs, context: sorted(outputs)  # noqa: E731
+    elif case == "dry run":
+        controls = RunControls(dry_run=True)
+    pipeline = define_pipeline(
+        id="lone", steps=[only], finalize=finalize, result_schema=result_schema
+    )
+    return pipeline, controls
+
+
+def _comparable(run: Any) -> dict[str, Any]:
+    """A child run's report without what differs between two runs (ids and times)."""
+    steps = [
+        (s.id, s.status, s.attempt_id is not None, s.started_at_ms is not None, s.error)
+        for s in run.steps
+    ]
+    kinds = [type(error).__name__ for error in run.exceptions]
+    return {
+        "status": run.status,
+        "finalized": run.finalized,
+        "value": run.value,
+        "errors": run.errors,
+        "steps": steps,
+        "exceptions": kinds,
+        "ordered": run.started_at_ms <= run.finished_at_ms,
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ok",
+        "raises",
+        "bad output",
+        "finalizer",
+        "bad result",
+        "continue on error",
+        "cancels",
+        "dry run",
+    ],
+)
+def test_an_unobserved_lone_step_child_reports_as_an_observed_one(case: str) -> None:
+    """A one-step child nothing observes (run without the scheduler) gives the same report
+    as the same child run with a sink attached (run through the scheduler)."""
+    reports: list[dict[str, Any]] = []
+
+    def call(inputs: Any, context: Any) -> Any:
+        child, controls = _lone(case)
+        run = lowlevel.run_child_pipeline(context, child, {}, controls=controls)
+        reports.append(_comparable(run))
+        return None
+
+    _parent(call).run()
+    _parent(call).run(None, context={"tracing": MemoryTraceSink()})
+    assert reports[0] == reports[1]
+    assert reports[0]["status"] == (
+        "completed"
+        if case in ("ok", "finalizer", "dry run")
+        else "cancelled"
+        if case == "cancels"
+        else "failed"
+    )
