@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent._delegate import (
@@ -32,12 +32,14 @@ from tubeless.errors import RunCancelledError, ToolError
 from tubeless.pipeline import Pipeline, PipelineRun, RunControls, StepContext
 from tubeless.pipeline.lowlevel import (
     DETAIL_GROUP_LIMIT,
+    ChildValue,
     cancellation_message,
     child_failure,
     is_cancellation,
     observed,
     raise_if_cancelled,
     run_child_pipeline,
+    run_child_value,
     run_lazily,
     visible_groups,
 )
@@ -214,7 +216,17 @@ class _Batch:
         if not isinstance(spec, PipelineToolSpec):
             options = {"input": call.input, "attributes": attributes, "execution": self._ids(call)}
             with budget.permit(signal):
-                result = self._run(pipeline, options, call)
+                ran = run_child_value(
+                    self._context,
+                    pipeline,
+                    options,
+                    controls=self._controls,
+                    plan=call.plan,
+                    item_key=call.id,
+                )
+            if type(ran) is ChildValue:
+                return FrozenDict(id=call.id, tool=call.tool, ok=True, value=ran.value)
+            result = cast(PipelineRun, ran)
             errors = _handler_tool_error(result)
         elif spec.subagent:
             # The subagent's own jobs take permits; waiting for it holds none.

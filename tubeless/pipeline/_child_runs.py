@@ -19,7 +19,7 @@ from tubeless.pipeline._child_progress import (
 )
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
-from tubeless.pipeline._execute import execute_run
+from tubeless.pipeline._execute import execute_for_value, execute_run
 from tubeless.pipeline._handler_context import (
     ExecutionContext,
     StepContext,
@@ -27,7 +27,7 @@ from tubeless.pipeline._handler_context import (
     scope_of,
 )
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.pipeline._run_result import PipelineRun
+from tubeless.pipeline._run_result import ChildValue, PipelineRun
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
@@ -91,6 +91,26 @@ def run_child_pipeline(
         iteration=iteration,
         options_checked=options_checked,
         plan=plan,
+    )
+
+
+def run_child_value(
+    context: StepContext,
+    pipeline: Pipeline,
+    options: Any,
+    *,
+    controls: RunControls,
+    plan: PipelinePlan,
+    item_key: str | None = None,
+) -> PipelineRun | ChildValue:
+    """`run_child_pipeline` for a child whose value alone matters once it completes.
+
+    When nothing observes the child and its lone step completes with the result as it
+    is, this returns that value (`ChildValue`) without building the report; otherwise the
+    report, as `run_child_pipeline` gives it.
+    """
+    return execute_for_value(
+        pipeline, options, controls, parent=scope_of(context), item_key=item_key, plan=plan
     )
 
 

@@ -6,7 +6,7 @@ import os
 import random
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._types import Hook
 from tubeless.errors import Diagnostic
@@ -24,7 +24,13 @@ from tubeless.pipeline._handler_context import (
 from tubeless.pipeline._hooks import normalize_hooks
 from tubeless.pipeline._observe import RunObserver, TraceChannel
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.pipeline._run_result import RUN_MODEL_VERSION, PipelineRun, StepReport, run_status
+from tubeless.pipeline._run_result import (
+    RUN_MODEL_VERSION,
+    ChildValue,
+    PipelineRun,
+    StepReport,
+    run_status,
+)
 from tubeless.pipeline._schedule import StepScheduler, runs_alone, trace_error
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 from tubeless.schema import validate_boundary
@@ -149,6 +155,24 @@ def execute_run(
             scope.channel.flush()
 
 
+def execute_for_value(
+    pipeline: Pipeline,
+    options: Any,
+    controls: RunControls,
+    *,
+    parent: RunScope,
+    item_key: str | None,
+    plan: PipelinePlan,
+) -> PipelineRun | ChildValue:
+    """Run a child as `execute_run` does, for its value: one that nothing observes and whose
+    lone step completes with the result as it is returns that value alone (`ChildValue`),
+    without the report it would throw away."""
+    scope = _scope_for_child(pipeline.id, parent, item_key, None, controls.dry_run)
+    scope.observer = _observer(scope, ())
+    run = _Run(pipeline, scope, controls, plan)
+    return run.execute(options, report=False)
+
+
 class _Run:
     """The lifecycle of one run around its scheduler."""
 
@@ -173,7 +197,17 @@ class _Run:
         self._errors.append(error)
         self._exceptions.append(exception)
 
-    def execute(self, options: Any, *, checked: bool = False) -> PipelineRun:
+    @overload
+    def execute(self, options: Any, *, checked: bool = ...) -> PipelineRun: ...
+
+    @overload
+    def execute(
+        self, options: Any, *, checked: bool = ..., report: bool
+    ) -> PipelineRun | ChildValue: ...
+
+    def execute(
+        self, options: Any, *, checked: bool = False, report: bool = True
+    ) -> PipelineRun | ChildValue:
         self._emit_started()
         if not self._plan.ok:
             for error in self._plan.errors:
@@ -192,7 +226,7 @@ class _Run:
             and order[0].skip is None
             and not scope.signal.is_set()
         ):
-            return self._execute_alone(order[0])
+            return self._execute_alone(order[0], report)
         scheduler = self._scheduler()
         if scheduler.runs_alone():
             scheduler.run_alone()
@@ -218,13 +252,14 @@ class _Run:
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
         return self._complete(self._finalize(scheduler.outputs), reports)
 
-    def _execute_alone(self, step: Step) -> PipelineRun:
+    def _execute_alone(self, step: Step, report: bool) -> PipelineRun | ChildValue:
         """Run the lone step of a run nothing observes (a tool call) right here.
 
         The scheduler's ladder for that step (see `StepScheduler.run_alone`) without
         making the scheduler: no records to send and the same reports, the attempt
         starting when the run does. A failure goes to the scheduler, which reports it as
-        `run_alone` would.
+        `run_alone` would. Without `report`, a step whose output is the result as it is
+        returns just that (`ChildValue`).
         """
         scope = self._scope
         attempt_id = scope.next_attempt_id()
@@ -243,25 +278,30 @@ class _Run:
                 value = validate_boundary(step.output_schema, value, boundary)
             except Exception as error:
                 return self._alone_failed(error, attempt_id, started)
-        finished = scope.now()
-        report = StepReport(
-            id=step.id,
-            status="completed",
-            finished_at_ms=finished,
-            name=step.name,
-            description=step.description,
-            attempt_id=attempt_id,
-            started_at_ms=started,
-        )
         pipeline = self._pipeline
-        if (
+        # When the finalizer would hand the output back as it is, the run ends with the step.
+        as_is = (
             pipeline.finalize_step_id == step.id
             and pipeline.result_schema is None
             and not scope.signal.is_set()
-        ):
-            # The finalizer would hand the output back as it is: the run ends with the step.
-            return self._complete((True, value), (report,), finished)
-        return self._complete(self._finalize({step.id: value}), (report,))
+        )
+        if as_is and not report:
+            return ChildValue(value)
+        finished = scope.now()
+        reports = (
+            StepReport(
+                id=step.id,
+                status="completed",
+                finished_at_ms=finished,
+                name=step.name,
+                description=step.description,
+                attempt_id=attempt_id,
+                started_at_ms=started,
+            ),
+        )
+        if as_is:
+            return self._complete((True, value), reports, finished)
+        return self._complete(self._finalize({step.id: value}), reports)
 
     def _alone_failed(self, error: Exception, attempt_id: str, started: int) -> PipelineRun:
         scheduler = self._scheduler()

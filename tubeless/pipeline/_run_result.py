@@ -25,6 +25,20 @@ def run_status(errors: Sequence[Diagnostic]) -> RunStatus:
     return "failed"
 
 
+class ChildValue:
+    """A completed child run's finalized value, without its report (internal).
+
+    What a child run started for its value alone (`run_child_value`) returns when nothing
+    observes it and its lone step ran to a result: the report would be built only to be
+    thrown away.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StepReport:
     """The terminal report of one planned step."""

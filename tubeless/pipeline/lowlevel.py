@@ -13,6 +13,9 @@ What it promises, for as long as a name is listed here:
   of the run tree, logger, clock and working directory; `parentRunId` and `itemKey`
   set; it returns the child's `PipelineRun` and never raises for a run failure
   (`options_checked=True`: the options were already validated by the child's schema).
+  `run_child_value(...)` is the same for a caller that needs only the value of a child
+  that completes: an unobserved lone-step child then returns `ChildValue(value)` instead
+  of a report built only to be discarded.
   `execution_key_of(context)` is the durable execution key given in the root run's context,
   `approvals_of(context)` the approval decisions given there.
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
@@ -43,6 +46,7 @@ from tubeless.pipeline._child_runs import (
     item_key_of,
     observed,
     run_child_pipeline,
+    run_child_value,
 )
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._handler_context import (
@@ -51,10 +55,12 @@ from tubeless.pipeline._handler_context import (
     raise_if_cancelled,
 )
 from tubeless.pipeline._pool import LazyPool, run_lazily
+from tubeless.pipeline._run_result import ChildValue
 
 __all__ = [
     "DETAIL_GROUP_LIMIT",
     "PROGRESS_INTERVAL_MS",
+    "ChildValue",
     "IterationRunner",
     "LazyPool",
     "approvals_of",
@@ -66,6 +72,7 @@ __all__ = [
     "observed",
     "raise_if_cancelled",
     "run_child_pipeline",
+    "run_child_value",
     "run_lazily",
     "visible_groups",
 ]
