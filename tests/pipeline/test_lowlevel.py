@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tubeless.errors import PipelineExecutionError, RunCancelledError
-from tubeless.pipeline import RunControls, create_steps, define_pipeline, lowlevel
+from tubeless.pipeline import PipelineRun, RunControls, create_steps, define_pipeline, lowlevel
 from tubeless.testing import MemoryTraceSink
 
 
@@ -167,3 +167,30 @@ def test_an_unobserved_lone_step_child_reports_as_an_observed_one(case: str) -> 
         if case == "cancels"
         else "failed"
     )
+
+
+@pytest.mark.parametrize("case", ["ok", "raises", "finalizer", "bad result"])
+def test_run_child_value_skips_the_report_only_for_a_completed_unobserved_lone_step(
+    case: str,
+) -> None:
+    """`run_child_value` hands back the value alone exactly when the report would be
+    thrown away: unobserved, completed, and the step's output is the result as it is."""
+    got: list[Any] = []
+
+    def call(inputs: Any, context: Any) -> Any:
+        child, controls = _lone(case)
+        got.append(
+            lowlevel.run_child_value(context, child, {}, controls=controls, plan=child.plan())
+        )
+        return None
+
+    _parent(call).run()
+    _parent(call).run(None, context={"tracing": MemoryTraceSink()})
+    bare, observed = got
+    assert isinstance(observed, PipelineRun)
+    if case == "ok":
+        assert isinstance(bare, lowlevel.ChildValue)
+        assert bare.value == observed.value == {"x": 1}
+    else:
+        assert isinstance(bare, PipelineRun)
+        assert _comparable(bare) == _comparable(observed)
