@@ -65,20 +65,22 @@ def test_a_held_up_batch_gets_helpers_and_close_joins_them(thread_baseline: int)
     """An item that waits makes the watcher start a helper; `close` ends every thread."""
     pool = LazyPool(1, name="probe")
     helped = threading.Event()
-    names: list[str] = []
+    names: dict[int, str] = {}
 
     def work(index: int) -> None:
-        names.append(threading.current_thread().name)
+        names[index] = threading.current_thread().name
         if index == 0:
             assert helped.wait(WAIT), "no helper took item 1 while item 0 waited"
         else:
             helped.set()
 
-    run_lazily(2, 2, work, lambda: True, pool=pool)
-    assert names[0] == threading.current_thread().name
-    assert names[1].startswith("probe_")
-    assert any(thread.name.startswith("probe") for thread in threading.enumerate())
-    pool.close()
+    try:
+        run_lazily(2, 2, work, lambda: True, pool=pool)
+        assert names[0] == threading.current_thread().name
+        assert names[1].startswith("probe_")
+        assert any(thread.name.startswith("probe") for thread in threading.enumerate())
+    finally:
+        pool.close()
     assert not any(thread.name.startswith("probe") for thread in threading.enumerate())
 
 

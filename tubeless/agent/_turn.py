@@ -333,16 +333,20 @@ class DecideStep:
         self, decision: ContinueDecision, context: StepContext, budget: Budget
     ) -> tuple[PreparedCall, ...]:
         runtime = self._runtime
+        tools = runtime.tools
+        delegates = False
         for call in decision.calls:
-            if call.tool not in runtime.tools:
+            spec = tools.get(call.tool)
+            if spec is None:
                 raise AgentError(
                     f"Unknown agent tool: {quote(call.tool)}",
                     code="TUBELESS_AGENT_INVALID_DECISION",
                 )
+            delegates = delegates or isinstance(spec, PipelineToolSpec)
             problem = plain_data_problem(call.input)
             if problem is not None:
                 _refuse_plain(problem, f"Agent call {quote(call.id)} input")
-        if any(isinstance(runtime.tools[call.tool], PipelineToolSpec) for call in decision.calls):
+        if delegates:
             budget.check_delegation()
         prepared = []
         controls = _DRY if context.dry_run else _WET

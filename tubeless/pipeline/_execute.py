@@ -40,9 +40,7 @@ if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
 
 
-_UUID_KEEP = ~((0xF << 76) | (0x3 << 62))
-_UUID_VERSION_4 = (0x4 << 76) | (0x2 << 62)
-"""The version nibble (4) and the RFC 4122 variant bits (10) of a random UUID."""
+_random_bits = random.getrandbits
 
 
 def new_run_id(pipeline_id: str) -> str:
@@ -50,11 +48,18 @@ def new_run_id(pipeline_id: str) -> str:
 
     The bits come from `random` (seeded from the OS, reseeded in a forked child), not
     from `os.urandom`: a run id is unique, not secret, and a system call per child run
-    hands the GIL to another thread in the middle of the harness.
+    hands the GIL to another thread in the middle of the harness. Two 64-bit draws give
+    the 122 random bits; the version nibble (4) and the RFC 4122 variant bits (10) are set.
     """
-    bits = random.getrandbits(128) & _UUID_KEEP | _UUID_VERSION_4
-    text = f"{bits:032x}"
-    return f"{pipeline_id}:{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    high, low = _random_bits(64), _random_bits(64)
+    return "%s:%08x-%04x-4%03x-%04x-%012x" % (  # noqa: UP031 (faster than f-string slices)
+        pipeline_id,
+        high >> 32,
+        (high >> 16) & 0xFFFF,
+        high & 0xFFF,
+        0x8000 | (low >> 48) & 0x3FFF,
+        low & 0xFFFFFFFFFFFF,
+    )
 
 
 def _scope_for_root(

@@ -171,7 +171,7 @@ class _Batch:
         self._keep_going = keep_going
         self._pool = pool
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        self._idle: threading.Condition | None = None  # made when the caller must wait
         self._cursor = iter(range(count))
         self._left = count
         self._spare = spare  # helpers that may still be started
@@ -193,6 +193,8 @@ class _Batch:
         self._loop(helper=False)
         with self._lock:
             while self._busy:
+                if self._idle is None:
+                    self._idle = threading.Condition(self._lock)
                 self._idle.wait()
         if self._error is not None:
             raise self._error
@@ -238,4 +240,5 @@ class _Batch:
             if busy:
                 with self._lock:
                     self._busy -= 1
-                    self._idle.notify_all()
+                    if self._idle is not None:
+                        self._idle.notify_all()
