@@ -272,7 +272,10 @@ class AgentStep:
         """The invocation's budget (restored from the journal) and its stable ids."""
         limits = self._runtime.limits
         if delegation is None:
-            budget = Budget(limits, context.run_id)
+            sole = not any(
+                isinstance(spec, PipelineToolSpec) for spec in self._runtime.tools.values()
+            )
+            budget = Budget(limits, context.run_id, sole=sole)
         else:
             budget = Budget(limits, context.run_id, delegation.budget)
             if delegation.slot is not None and journal is None:

@@ -113,9 +113,32 @@ class Budget:
         chain: every budget from the root down to this one.
     """
 
-    __slots__ = ("active", "calls", "chain", "decisions", "level", "limits", "run_id", "tree")
+    __slots__ = (
+        "active",
+        "calls",
+        "chain",
+        "decisions",
+        "level",
+        "limits",
+        "run_id",
+        "sole",
+        "tree",
+    )
 
-    def __init__(self, limits: AgentLimits, run_id: str, parent: Budget | None = None) -> None:
+    def __init__(
+        self,
+        limits: AgentLimits,
+        run_id: str,
+        parent: Budget | None = None,
+        *,
+        sole: bool = False,
+    ) -> None:
+        """`sole`: a root budget whose tree never grows (its agent has no pipeline tools).
+
+        Its jobs are one decision or one batch's calls at a time, and the batch's pool
+        already bounds those by `max_concurrency`: its permits only check the signal.
+        """
+        self.sole = sole and parent is None
         self.limits = limits
         self.run_id = run_id
         self.tree: AgentTree = AgentTree() if parent is None else parent.tree
@@ -178,11 +201,15 @@ class _Permit:
 
     def __enter__(self) -> None:
         budget = self._budget
+        if budget.sole:
+            raise_if_cancelled(self._signal)  # as a granted permit would
+            return
         budget.tree.acquire(budget.chain, self._signal)
 
     def __exit__(self, *exc_info: object) -> None:
         budget = self._budget
-        budget.tree.release(budget.chain)
+        if not budget.sole:
+            budget.tree.release(budget.chain)
 
 
 def _limit(budget: Budget, name: str, consumed: int, requested: int) -> AgentLimitError:
