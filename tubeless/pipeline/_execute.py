@@ -173,9 +173,37 @@ def execute_for_value(
     lone step completes with the result as it is returns that value alone (`ChildValue`),
     without the report it would throw away."""
     scope = _scope_for_child(pipeline.id, parent, item_key, None, controls.dry_run)
-    scope.observer = _observer(scope, ())
     run = _Run(pipeline, scope, controls, plan)
+    channel = parent.channel
+    if channel is None or not channel.tracing:
+        step = _value_step(pipeline, plan, controls)
+        if step is not None and not scope.signal.is_set():
+            scope.options = options
+            return run.execute_alone(step, report=False)
+    scope.observer = _observer(scope, ())
     return run.execute(options, report=False)
+
+
+def _value_step(pipeline: Pipeline, plan: PipelinePlan, controls: RunControls) -> Step | None:
+    """The lone step of a plan whose output is its run's result as it is, if it has one:
+    what `execute` would run alone, with no options to validate and nothing to finalize.
+    Worked out once per plan (a step runs alone only at a concurrency of 1)."""
+    if controls.max_concurrency != 1:
+        return None
+    memo = plan.memo
+    if "value step" not in memo:
+        order = pipeline.execution_order
+        lone = (
+            plan.ok
+            and pipeline.options_schema is None
+            and pipeline.result_schema is None
+            and runs_alone(order, plan.steps, 1, plan.dry_run)
+            and order[0].skip is None
+            and pipeline.finalize_step_id == order[0].id
+        )
+        memo["value step"] = order[0] if lone else None
+    step: Step | None = memo["value step"]
+    return step
 
 
 class _Run:
@@ -231,7 +259,7 @@ class _Run:
             and order[0].skip is None
             and not scope.signal.is_set()
         ):
-            return self._execute_alone(order[0], report)
+            return self.execute_alone(order[0], report)
         scheduler = self._scheduler()
         if scheduler.runs_alone():
             scheduler.run_alone()
@@ -257,7 +285,7 @@ class _Run:
         reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
         return self._complete(self._finalize(scheduler.outputs), reports)
 
-    def _execute_alone(self, step: Step, report: bool) -> PipelineRun | ChildValue:
+    def execute_alone(self, step: Step, report: bool) -> PipelineRun | ChildValue:
         """Run the lone step of a run nothing observes (a tool call) right here.
 
         The scheduler's ladder for that step (see `StepScheduler.run_alone`) without
