@@ -98,6 +98,7 @@ class _Batch:
         self._runtime = runtime
         self._calls = batch.calls
         self._context = context
+        self._signal = context.signal
         execution, invocation = turn_options(context.options)
         self._invocation: Invocation = invocation
         self._turn = execution.turn
@@ -119,7 +120,7 @@ class _Batch:
         self._progress = _CallsProgress(self._calls, context) if watched else None
 
     def keep_going(self) -> bool:
-        return self.failure is None and not self._context.signal.is_set()
+        return self.failure is None and not self._signal.is_set()
 
     def run_call(self, index: int) -> None:
         call = self._calls[index]
@@ -132,7 +133,7 @@ class _Batch:
             with self._lock:
                 self.failure = self.failure or error
             if progress:
-                cancelled = is_cancellation(error, self._context.signal)
+                cancelled = is_cancellation(error, self._signal)
                 progress.set(call.id, "cancelled" if cancelled else "failed", _fatal_label(error))
             return
         self.outcomes[index] = outcome
@@ -212,7 +213,7 @@ class _Batch:
         pipeline = self._runtime.tool_pipelines[call.tool]
         spec = self._runtime.tools[call.tool]
         budget = self._invocation.budget
-        signal = self._context.signal
+        signal = self._signal
         if not isinstance(spec, PipelineToolSpec):
             options = {"input": call.input, "attributes": attributes, "execution": self._ids(call)}
             with budget.permit(signal):

@@ -123,11 +123,11 @@ def _parse_call(call: object, position: int) -> AgentCall:
         # The usual shape, checked without building any message.
         call_id, tool = call["id"], call["tool"]
         if (
-            _is_text(call_id)
+            type(call_id) is str  # as `_is_text`, inline: this runs for every call
             and call_id.strip()
             and len(call_id) <= CALL_ID_LIMIT
             and call_id.isascii()
-            and _is_text(tool)
+            and type(tool) is str
             and tool.strip()
         ):
             return AgentCall(call_id, tool, call["input"])

@@ -351,16 +351,17 @@ class DecideStep:
         prepared = []
         controls = _DRY if context.dry_run else _WET
         plans: dict[str, PipelinePlan] = {}  # a tool's plan, made once per batch
+        signal = context.signal
         for call in decision.calls:
-            raise_if_cancelled(context.signal)
-            spec = runtime.tools[call.tool]
+            raise_if_cancelled(signal)
+            spec = tools[call.tool]
             if isinstance(spec, PipelineToolSpec):
                 prepared.append(self._prepare_delegation(call, spec, context))
                 continue
             value = validate_boundary(
                 spec.input_schema, call.input, f"Agent tool {call.tool} input"
             )
-            raise_if_cancelled(context.signal)
+            raise_if_cancelled(signal)
             plan = plans.get(call.tool)
             if plan is None:
                 plan = plans[call.tool] = runtime.tool_pipelines[call.tool].plan(controls)

@@ -104,8 +104,13 @@ class RunScope:
         }
 
 
+_DIGITS36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
 def _base36(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    if 0 < number < 36:
+        return _DIGITS36[number]  # nearly every attempt: a run's first few
+    digits = _DIGITS36
     out = ""
     while number:
         number, rest = divmod(number, 36)
