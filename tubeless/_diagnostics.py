@@ -64,6 +64,9 @@ ERROR_CODE_CLASSIFICATION: Mapping[str, tuple[ErrorPhase, ErrorKind]] = MappingP
 PIPELINE_ERROR_CODES: tuple[str, ...] = tuple(ERROR_CODE_CLASSIFICATION)
 """The frozen catalog of codes a `Diagnostic` may carry."""
 
+APPROVAL_REQUIRED_CODE = "TUBELESS_AGENT_APPROVAL_REQUIRED"
+"""A durable agent waits for a person (`ApprovalRequiredError`); not a breakage."""
+
 AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_INVALID_DEFINITION",
     "TUBELESS_AGENT_INVALID_DECISION",
@@ -76,7 +79,7 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_CHECKPOINT_INVALID",
     "TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED",
     "TUBELESS_AGENT_CALL_INTERRUPTED",
-    "TUBELESS_AGENT_APPROVAL_REQUIRED",
+    APPROVAL_REQUIRED_CODE,
     "TUBELESS_AGENT_APPROVAL_INVALID",
     "TUBELESS_AGENT_APPROVAL_UNKNOWN_CALL",
     "TUBELESS_AGENT_APPROVAL_NOT_NEEDED",
@@ -89,7 +92,7 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
 MAX_CAUSE_DEPTH = 8
 """How many links of a cause chain are kept before "Cause chain truncated"."""
 
-WAITING_CODES = frozenset({"TUBELESS_AGENT_APPROVAL_REQUIRED"})
+WAITING_CODES = frozenset({APPROVAL_REQUIRED_CODE})
 """Codes of failures that mean a run waits for a person, not that it broke: progress
 shows the step or group `pending`, not `failed`."""
 

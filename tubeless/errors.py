@@ -59,6 +59,7 @@ from typing import Any
 
 from tubeless._diagnostics import (
     AGENT_ERROR_CODES,
+    APPROVAL_REQUIRED_CODE,
     ERROR_CODE_CLASSIFICATION,
     PIPELINE_ERROR_CODES,
     Diagnostic,
@@ -365,9 +366,6 @@ class AgentLimitError(AgentError):
         )
 
 
-_APPROVAL_REQUIRED_CODE = "TUBELESS_AGENT_APPROVAL_REQUIRED"
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class PendingApproval:
     """One tool call of a durable agent that waits for a person's decision.
@@ -414,6 +412,9 @@ class ApprovalRequiredError(AgentError):
     reads it from a run.
     """
 
+    CODE: typing.ClassVar[str] = APPROVAL_REQUIRED_CODE
+    """The code every instance carries."""
+
     pending_approvals: tuple[PendingApproval, ...]
 
     def __init__(self, pending: Iterable[PendingApproval]) -> None:
@@ -424,7 +425,7 @@ class ApprovalRequiredError(AgentError):
             shown += f" and {more} more"
         super().__init__(
             f"Waiting for approval of {len(self.pending_approvals)} call(s): {shown}"[:4096],
-            code=_APPROVAL_REQUIRED_CODE,
+            code=APPROVAL_REQUIRED_CODE,
         )
 
 

@@ -26,9 +26,14 @@ from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote, type_name
-from tubeless.errors import AgentDefinitionError, AgentError, PendingApproval
+from tubeless.errors import (
+    AgentDefinitionError,
+    AgentError,
+    ApprovalRequiredError,
+    PendingApproval,
+)
 
-REQUIRED_CODE = "TUBELESS_AGENT_APPROVAL_REQUIRED"
+REQUIRED_CODE = ApprovalRequiredError.CODE
 INVALID_CODE = "TUBELESS_AGENT_APPROVAL_INVALID"
 UNKNOWN_CODE = "TUBELESS_AGENT_APPROVAL_UNKNOWN_CALL"
 NOT_NEEDED_CODE = "TUBELESS_AGENT_APPROVAL_NOT_NEEDED"

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tubeless.errors import ApprovalRequiredError
 from tubeless.progress._terminal import format_duration, format_number, sanitize_terminal_text
 from tubeless.trace import StepFold
 
@@ -26,7 +27,7 @@ __all__ = [
     "waits_for_approval",
 ]
 
-APPROVAL_REQUIRED = "TUBELESS_AGENT_APPROVAL_REQUIRED"
+APPROVAL_REQUIRED = ApprovalRequiredError.CODE
 CHILD_FAILED = "TUBELESS_CHILD_FAILED"
 CAUSE_DEPTH_LIMIT = 8
 """Cause links followed to a child failure's root (a trace record keeps at most 8)."""

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tubeless.errors import ApprovalRequiredError
 from tubeless.trace._projection import _safe
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 LIMIT_CODE = "TUBELESS_AGENT_LIMIT_REACHED"
-APPROVAL_CODE = "TUBELESS_AGENT_APPROVAL_REQUIRED"
+APPROVAL_CODE = ApprovalRequiredError.CODE
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
