@@ -6,6 +6,7 @@ executor holds no `RunObserver` and builds no record at all.
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,17 +78,17 @@ class TraceChannel:
     """What one run tree shares: the record queue, the sink and its health.
 
     Records are delivered in the order they were queued, by one thread at a time: the
-    thread that finds nobody delivering drains the queue (including records queued
-    meanwhile by others), so no thread waits on a sink while holding the lock.
+    thread that takes the delivery token drains the queue (including records queued
+    meanwhile by others), so no thread waits on a sink while another delivers. The
+    token is released before the queue is looked at a last time, and a thread that
+    queues a record tries the token after queueing it, so no record is left behind.
     """
 
     __slots__ = (
-        "_delivering",
         "_queue",
         "_retired",
-        "_settled",
-        "_settling",
         "_snapshots",
+        "_token",
         "lock",
         "log",
         "sink",
@@ -95,66 +96,58 @@ class TraceChannel:
 
     def __init__(self, sink: TraceSink | None, log: PipelineLogger) -> None:
         self.lock = threading.RLock()
+        """Serialises what run trees share besides delivery (progress throttling)."""
         self.sink = sink
         self.log = log
         self._retired = False
         self._snapshots: set[str] = set()
-        self._queue: list[tuple[RunObserver, Record]] = []
-        self._delivering = False
-        self._settled = threading.Condition(self.lock)
-        self._settling = 0
+        self._queue: collections.deque[tuple[RunObserver, Record]] = collections.deque()
+        self._token = threading.Lock()
 
     def deliver(self, observer: RunObserver, record: Record) -> None:
         """Deliver `record` now (then what others queue meanwhile), or queue it behind one."""
-        with self.lock:
-            if self._delivering:
-                self._queue.append((observer, record))
-                return
-            self._delivering = True
+        token = self._token
+        if not token.acquire(False):
+            self._queue.append((observer, record))
+            if not token.acquire(False):
+                return  # the deliverer will find it
+        elif self._queue:
             # Records a failed delivery left in the queue go first.
-            direct = not self._queue
-            if not direct:
-                self._queue.append((observer, record))
-        try:
-            if direct:
+            self._queue.append((observer, record))
+        else:
+            try:
                 self.export(record)
                 observer.call_hooks(record)
-            self._drain()
-        except BaseException:
-            self._stop_delivering()
-            raise
+            except BaseException:
+                token.release()
+                raise
+            if not self._queue:
+                token.release()
+                if not self._queue or not token.acquire(False):
+                    return
+        self._drain()
 
     def _drain(self) -> None:
-        while True:
-            with self.lock:
-                batch, self._queue = self._queue, []
-                if not batch:
-                    # Decided under the lock, so a record queued now finds nobody
-                    # delivering and delivers itself.
-                    self._delivering = False
-                    if self._settling:
-                        self._settled.notify_all()
+        """Deliver the queue, holding the token; release it when the queue is empty."""
+        queue, token = self._queue, self._token
+        try:
+            while True:
+                while queue:
+                    observer, record = queue.popleft()
+                    self.export(record)
+                    observer.call_hooks(record)
+                token.release()
+                # Queued after the last look, by a thread that found the token taken.
+                if not queue or not token.acquire(False):
                     return
-            for observer, record in batch:
-                self.export(record)
-                observer.call_hooks(record)
-
-    def _stop_delivering(self) -> None:
-        with self.lock:
-            self._delivering = False
-            self._settled.notify_all()
+        except BaseException:
+            token.release()
+            raise
 
     def settle(self) -> None:
         """Wait until every queued record has been delivered."""
-        with self.lock:
-            self._settling += 1
-            while self._delivering:
-                self._settled.wait()
-            self._settling -= 1
-            leftover, self._queue = self._queue, []
-        for observer, record in leftover:
-            self.export(record)
-            observer.call_hooks(record)
+        self._token.acquire()
+        self._drain()
 
     def first_snapshot(self, definition_id: str) -> bool:
         """Whether no run of this tree has sent the snapshot of `definition_id` yet.
