@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from tubeless._diagnostics import WAITING_CODES
-from tubeless.pipeline._handler_context import detail_row
+from tubeless.pipeline._handler_context import checked_row
 from tubeless.pipeline._plan import PipelinePlan
 
 DETAIL_GROUP_LIMIT = 32
@@ -271,7 +271,7 @@ class IterationProgress:
         self._status = status
         self.publish(status in _SETBACKS)
         # A settled group never changes: its row is checked once, not in every snapshot.
-        self._settled.insert(0, detail_row(self._group_row()))
+        self._settled.insert(0, checked_row(self._group_row()))
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
             self._settled.pop()
             self._dropped += 1

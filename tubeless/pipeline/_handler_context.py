@@ -365,17 +365,26 @@ def _finite(value: object, field: str) -> float:
 
 
 class CheckedRow(dict[str, Any]):
-    """A progress detail row `detail_row` built: checking it again returns it as it is.
+    """A progress detail row checked once and kept: checking it again returns it as it is.
 
-    Rows a tracker keeps unchanged (settled iteration groups) are checked once. Like
+    Rows a tracker keeps unchanged (settled iteration groups) are made with
+    `checked_row`; `chars` is what `_details_surely_fit` counts for the row. Like
     records, they are shared and read-only.
     """
 
-    __slots__ = ()
+    __slots__ = ("chars",)
+    chars: int
 
 
-def detail_row(row: Mapping[str, Any]) -> CheckedRow:
+def _row_chars(row: Mapping[str, Any]) -> int:
+    return len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
+
+
+def detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The wire form of one progress detail row, its text bounded (see `progress_payload`).
+
+    A fresh row is a plain `dict` of strings and numbers, which the garbage collector
+    does not track once kept by a sink.
 
     Raises:
         TypeError: for a row that is not a mapping with a non-empty string `id`, an
@@ -386,7 +395,7 @@ def detail_row(row: Mapping[str, Any]) -> CheckedRow:
     row_id = row.get("id") if isinstance(row, Mapping) else None
     if not isinstance(row_id, str) or not row_id:
         raise TypeError("progress details rows must be mappings with a non-empty string id")
-    out = CheckedRow(id=bounded_text(row_id, TRACE_STRING_LIMIT))
+    out: dict[str, Any] = {"id": bounded_text(row_id, TRACE_STRING_LIMIT)}
     name, label = row.get("name"), row.get("label")
     if isinstance(name, str):
         out["name"] = bounded_text(name, TRACE_STRING_LIMIT)
@@ -406,6 +415,13 @@ def detail_row(row: Mapping[str, Any]) -> CheckedRow:
     return out
 
 
+def checked_row(row: Mapping[str, Any]) -> CheckedRow:
+    """`detail_row(row)` kept as a `CheckedRow`, for a row that goes out many times."""
+    checked = CheckedRow(detail_row(row))
+    checked.chars = _row_chars(checked)
+    return checked
+
+
 def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
     """Whether `rows` (from `detail_row`) are sure to fit the detail byte limit, unmeasured.
 
@@ -415,7 +431,7 @@ def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
     """
     chars = 0
     for row in rows:
-        chars += len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
+        chars += row.chars if type(row) is CheckedRow else _row_chars(row)
     return 7 * chars + 1100 * len(rows) <= TRACE_DETAIL_BYTE_LIMIT
 
 
@@ -448,7 +464,9 @@ def progress_payload(
             raise TypeError("progress message must be a string")
         progress["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
     if details is not None:
-        rows: list[dict[str, Any]] = [detail_row(row) for row in details]
+        rows: list[dict[str, Any]] = [
+            row if type(row) is CheckedRow else detail_row(row) for row in details
+        ]
         progress["details"] = _bounded_details(rows)
         progress["detailCount"] = len(rows)
     return progress
@@ -462,15 +480,6 @@ def _attribute(key: object, value: object) -> str | bool | int | float:
     if isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
         return value
     raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
-
-
-def _plain_attribute(key: object, value: object) -> bool:
-    """Whether an attribute is kept as it is: most are a short name and an ASCII string or int."""
-    if type(key) is not str or len(key) > _ATTRIBUTE_NAME_LIMIT:
-        return False
-    if type(value) is str:
-        return len(value) <= TRACE_STRING_LIMIT and value.isascii()
-    return type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE
 
 
 def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> dict[str, Any]:
@@ -488,7 +497,17 @@ def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> di
     for key, value in (attributes or {}).items():
         if value is None:
             continue
-        clean[key] = value if _plain_attribute(key, value) else _attribute(key, value)
+        # Most are a short name and an ASCII string or an int, kept as they are: this is
+        # `_plain_attribute`, inline, as every tool call reports its attributes.
+        if type(key) is str and len(key) <= _ATTRIBUTE_NAME_LIMIT:
+            if type(value) is str:
+                if len(value) <= TRACE_STRING_LIMIT and value.isascii():
+                    clean[key] = value
+                    continue
+            elif type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE:
+                clean[key] = value
+                continue
+        clean[key] = _attribute(key, value)
     if len(clean) > TRACE_ATTRIBUTE_LIMIT:
         raise TypeError(f"report_attempt takes at most {TRACE_ATTRIBUTE_LIMIT} attributes")
     return {"attempt": attempt, "attributes": clean}

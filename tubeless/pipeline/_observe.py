@@ -116,8 +116,14 @@ class TraceChannel:
             self._queue.append((observer, record))
         else:
             try:
-                self.export(record)
-                observer.call_hooks(record)
+                # `export`, inline: this runs for every record of the tree.
+                if self.sink is not None and not self._retired:
+                    try:
+                        self.sink.export(record)
+                    except Exception as error:
+                        self._sink_failed(error)
+                if observer._hooks:
+                    observer.call_hooks(record)
             except BaseException:
                 token.release()
                 raise
@@ -171,14 +177,18 @@ class TraceChannel:
             return
         try:
             self.sink.export(record)
-        except TraceRecordError as error:
+        except Exception as error:
+            self._sink_failed(error)
+
+    def _sink_failed(self, error: Exception) -> None:
+        if isinstance(error, TraceRecordError):
             # The sink refused this record alone (a line it could not write back): go on.
             self.log.warning(f"Trace sink refused a record: {error}")
-        except TraceSinkError as error:
+        elif isinstance(error, TraceSinkError):
             self.log.warning(f"Trace sink failed: {error}")
             if not error.partial:
                 self._retired = True
-        except Exception as error:
+        else:
             self.log.warning(f"Trace sink failed; later records of this run are dropped: {error}")
             self._retired = True
 
@@ -193,6 +203,43 @@ class TraceChannel:
             self.log.warning(f"Trace sink failed to flush: {error}")
 
 
+def _plain_shared(base: Record) -> bool:
+    """Whether a run's shared fields hold values such as the library shapes, all valid.
+
+    Strictly narrower than `shared_fields_valid` (which decides anything else): exact
+    strings, non-empty where the schema says so, and an `iteration` of non-empty string
+    ids, a plain positive index and the `runId` of the record's `parentRunId`.
+    """
+    for key, value in base.items():
+        if type(value) is str:
+            if not value and key in _NON_EMPTY_SHARED:
+                return False
+            if key not in _SHARED_STRINGS:
+                return False
+        elif key != "iteration" or not _plain_iteration(value, base.get("parentRunId")):
+            return False
+    return "pipelineId" in base and "runId" in base
+
+
+_NON_EMPTY_SHARED = frozenset({"pipelineId", "runId"})
+_SHARED_STRINGS = frozenset({"pipelineId", "runId", "correlationId", "parentRunId", "itemKey"})
+_ITERATION_IDS = ("runId", "stepId", "attemptId")
+
+
+def _plain_iteration(value: object, parent_run_id: object) -> bool:
+    if type(value) is not dict or len(value) != 4 or value.get("runId") != parent_run_id:
+        return False
+    for key in _ITERATION_IDS:
+        text = value.get(key)
+        if type(text) is not str or not text:
+            return False
+    index = value.get("index")
+    return type(index) is int and 0 < index < _SAFE
+
+
+Target = tuple[int, str, Hook]
+
+
 class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
@@ -204,7 +251,8 @@ class RunObserver:
         "_head",
         "_hooks",
         "_now",
-        "_on_record_only",
+        "_targets",
+        "_targets_by_kind",
     )
 
     def __init__(
@@ -216,12 +264,21 @@ class RunObserver:
     ) -> None:
         self._channel = channel
         self._hooks = tuple(hooks)
-        self._on_record_only = all(hook_set.keys() == {"on_record"} for hook_set in self._hooks)
+        # Child-run trackers take every record: no need to name the specific hooks.
+        self._targets: tuple[Target, ...] | None = None
+        if all(hook_set.keys() == {"on_record"} for hook_set in self._hooks):
+            self._targets = tuple(
+                (index, "on_record", hook_set["on_record"])
+                for index, hook_set in enumerate(self._hooks)
+            )
+        self._targets_by_kind: dict[tuple[str, bool], tuple[Target, ...]] = {}
         self._base = base
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
         # Every record of the run repeats these fields: they are checked here, once.
-        self._base_valid = shared_fields_valid({"version": TRACE_VERSION, **base})
+        self._base_valid = _plain_shared(base) or shared_fields_valid(
+            {"version": TRACE_VERSION, **base}
+        )
         self._now = now
         self._failed_hooks: set[int] = set()
 
@@ -245,9 +302,9 @@ class RunObserver:
         record["payload"] = payload
         if (
             payload_checked
+            and self._base_valid
             and type(now) is int
             and -_SAFE < now < _SAFE
-            and self._base_valid
             and (not fields or _lean_fields(fields))
         ):
             self._channel.deliver(self, record)
@@ -271,18 +328,27 @@ class RunObserver:
 
     def call_hooks(self, record: Record) -> None:
         """Call this run's hooks for `record` (by the delivering thread, one at a time)."""
-        if not self._hooks:
-            return
-        # Child-run trackers take every record: no need to name the specific hooks.
-        names = ("on_record",) if self._on_record_only else _hook_names(record)
-        for index, hook_set in enumerate(self._hooks):
-            for hook_name in names:
-                hook = hook_set.get(hook_name)
-                if hook is None:
-                    continue
-                try:
-                    hook(record)
-                except Exception as error:
-                    if index not in self._failed_hooks:
-                        self._failed_hooks.add(index)
-                        self._channel.log.warning(f"Pipeline hook {hook_name} failed: {error}")
+        targets = self._targets
+        if targets is None:
+            name = record["name"]
+            kind = (name, name == "step.running" and "progress" in record["payload"])
+            targets = self._targets_by_kind.get(kind)
+            if targets is None:
+                targets = self._targets_by_kind[kind] = self._targets_for(record)
+        for index, hook_name, hook in targets:
+            try:
+                hook(record)
+            except Exception as error:
+                if index not in self._failed_hooks:
+                    self._failed_hooks.add(index)
+                    self._channel.log.warning(f"Pipeline hook {hook_name} failed: {error}")
+
+    def _targets_for(self, record: Record) -> tuple[Target, ...]:
+        """The hooks a record of `record`'s kind goes to, in call order."""
+        names = _hook_names(record)
+        return tuple(
+            (index, hook_name, hook_set[hook_name])
+            for index, hook_set in enumerate(self._hooks)
+            for hook_name in names
+            if hook_set.get(hook_name) is not None
+        )
