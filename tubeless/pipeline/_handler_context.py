@@ -376,6 +376,23 @@ class CheckedRow(dict[str, Any]):
     chars: int
 
 
+class WireRows(list[dict[str, Any]]):
+    """Detail rows a library tracker built already in wire form, taken without a check.
+
+    Every row is a fresh plain `dict` as `detail_row` would return it (a non-empty id
+    and a name or label that `bounded_text` leaves as they are, a known status, finite
+    counts) or a `CheckedRow`. Only the library makes these, from parts it checked once
+    (see `clean_text`); rows from `report_progress` always take `detail_row`.
+    """
+
+    __slots__ = ()
+
+
+def clean_text(text: object) -> bool:
+    """Whether `text` is a string `detail_row` would keep as it is (a row's id, name, label)."""
+    return type(text) is str and bounded_text(text, TRACE_STRING_LIMIT) == text
+
+
 def _row_chars(row: Mapping[str, Any]) -> int:
     return len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
 
@@ -464,9 +481,11 @@ def progress_payload(
             raise TypeError("progress message must be a string")
         progress["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
     if details is not None:
-        rows: list[dict[str, Any]] = [
-            row if type(row) is CheckedRow else detail_row(row) for row in details
-        ]
+        rows: list[dict[str, Any]] = (
+            details
+            if type(details) is WireRows
+            else [row if type(row) is CheckedRow else detail_row(row) for row in details]
+        )
         progress["details"] = _bounded_details(rows)
         progress["detailCount"] = len(rows)
     return progress
