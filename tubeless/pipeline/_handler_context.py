@@ -8,13 +8,13 @@ import json
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
+from tubeless.pipeline._observe import default_now as default_now  # the executor's default
 from tubeless.trace import (
     TRACE_DETAIL_BYTE_LIMIT,
     TRACE_LIST_LIMIT,
@@ -27,11 +27,6 @@ _LOGGER = logging.getLogger("tubeless")
 
 PROGRESS_STATUSES = ("cancelled", "completed", "failed", "pending", "running", "skipped")
 """The statuses a progress detail row may carry."""
-
-
-def default_now() -> int:
-    """Wall clock in epoch milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 def default_sleep(seconds: float, signal: threading.Event) -> None:

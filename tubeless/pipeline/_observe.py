@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tubeless._types import Hook
 from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace import TRACE_VERSION, TraceSink
+from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
 from tubeless.trace.lowlevel import (
     RecordHead,
     check_own_fields,
@@ -45,6 +46,14 @@ _HOOK_BY_RECORD = {
 }
 
 
+_time_ns = time.time_ns
+
+
+def default_now() -> int:
+    """Wall clock in epoch milliseconds."""
+    return _time_ns() // 1_000_000
+
+
 def _hook_names(record: Record) -> tuple[str, ...]:
     name = record["name"]
     if name == "step.running":
@@ -61,17 +70,6 @@ def _hook_names(record: Record) -> tuple[str, ...]:
 def _plain(value: object) -> bool:
     """Whether `value` is an integer every JSON reader keeps exactly (what a clock gives)."""
     return type(value) is int and -_SAFE < value < _SAFE
-
-
-def _lean_fields(fields: dict[str, Any]) -> bool:
-    """Whether `fields` hold only non-empty string ids and a plain `durationMs`."""
-    for key, value in fields.items():
-        if key in _LEAN_IDS:
-            if type(value) is not str or not value:
-                return False
-        elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
-            return False
-    return True
 
 
 class TraceChannel:
@@ -248,11 +246,13 @@ class RunObserver:
         "_base_valid",
         "_channel",
         "_failed_hooks",
+        "_fields",
         "_head",
         "_hooks",
         "_now",
         "_targets",
         "_targets_by_kind",
+        "_wall_clock",
     )
 
     def __init__(
@@ -275,6 +275,8 @@ class RunObserver:
         self._base = base
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
+        self._fields = self._head.fields
+        self._wall_clock = now is default_now
         # Every record of the run repeats these fields: they are checked here, once.
         self._base_valid = _plain_shared(base) or shared_fields_valid(
             {"version": TRACE_VERSION, **base}
@@ -294,22 +296,33 @@ class RunObserver:
         strings, `timestampMs` and `durationMs` integers such as a clock gives. Anything
         else (a user clock's float, an error object) takes the full check.
         """
-        now = self._now()
-        record = self._head.record(name)
+        # The wall clock is read inline, without `default_now`'s call: once per record.
+        now = _time_ns() // 1_000_000 if self._wall_clock else self._now()
+        record = TraceRecord(self._fields)  # `RecordHead.record`, inline
+        record["name"] = name
+        record._head = self._head
         record["timestampMs"] = now
+        lean = payload_checked and self._base_valid and type(now) is int and -_SAFE < now < _SAFE
         if fields:
             record.update(fields)
+            # `_lean_fields`, inline: non-empty string ids and a plain `durationMs` only.
+            for key, value in fields.items():
+                if key in _LEAN_IDS:
+                    if type(value) is not str or not value:
+                        lean = False
+                elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
+                    lean = False
         record["payload"] = payload
-        if (
-            payload_checked
-            and self._base_valid
-            and type(now) is int
-            and -_SAFE < now < _SAFE
-            and (not fields or _lean_fields(fields))
-        ):
+        if lean:
             self._channel.deliver(self, record)
             return True
-        own = {"timestampMs": now, **fields, "payload": payload}
+        return self._checked_emit(record, now, payload_checked, fields)
+
+    def _checked_emit(
+        self, record: TraceRecord, now: Any, payload_checked: bool, fields: dict[str, Any]
+    ) -> bool:
+        """`emit` for a record that takes the schema: check, then deliver or drop it."""
+        own = {"timestampMs": now, **fields, "payload": record["payload"]}
         try:
             if self._base_valid:
                 check_own_fields(record, own, payload_checked=payload_checked)
@@ -321,6 +334,7 @@ class RunObserver:
                 if problem is not None:
                     raise TraceRecordError(f"at {problem[0]}: {problem[1]}")
         except Exception as error:
+            name = record["name"]
             self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
             return False
         self._channel.deliver(self, record)
