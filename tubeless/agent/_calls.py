@@ -96,8 +96,12 @@ class _CallsProgress:
         hidden = len(self._ids) - len(shown)
         if hidden:
             rows.append({"id": "+more", "name": f"+{hidden} more"})
-        settled = sum(1 for s in self._status.values() if s not in ("pending", "running"))
-        running = sum(1 for s in self._status.values() if s == "running")
+        settled = running = 0
+        for status in self._status.values():
+            if status == "running":
+                running += 1
+            elif status != "pending":
+                settled += 1
         message = f"{settled}/{len(self._ids)} calls · {running} running"
         return settled, len(self._ids), message, rows
 

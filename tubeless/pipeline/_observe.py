@@ -264,9 +264,12 @@ class RunObserver:
     ) -> None:
         self._channel = channel
         self._hooks = tuple(hooks)
-        # Child-run trackers take every record: no need to name the specific hooks.
-        self._targets: tuple[Target, ...] | None = None
-        if all(hook_set.keys() == {"on_record"} for hook_set in self._hooks):
+        # Every record's hooks, when no hook set names a specific one (child-run trackers
+        # take every record); `None` looks them up by record kind.
+        self._targets: tuple[Target, ...] | None = ()
+        if any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
+            self._targets = None
+        elif self._hooks:
             self._targets = tuple(
                 (index, "on_record", hook_set["on_record"])
                 for index, hook_set in enumerate(self._hooks)
