@@ -10,6 +10,8 @@ from typing import Any
 from tubeless import agent, errors, trace
 from tubeless._quote import quote as _quote
 
+_TraceRecord = trace.TraceRecord
+
 __all__ = [
     "FakeClock",
     "MemoryCheckpointStore",
@@ -53,17 +55,21 @@ class MemoryTraceSink:
             TraceRecordError: when `record` is not a valid trace record.
             TraceSinkError: when the sink is closed, or `fail_after` records were taken.
         """
-        trace.validate_record(record)
-        # A run's own records are already checked and never change; copy anything else.
-        kept = record if type(record) is trace.TraceRecord else copy.deepcopy(record)
+        # A run's own records are already checked and never change; check and copy
+        # anything else.
+        if type(record) is not _TraceRecord:
+            trace.validate_record(record)
+            record = copy.deepcopy(record)
         with self._lock:
-            if self.closed:
-                raise errors.TraceSinkError("MemoryTraceSink is closed")
-            if self._fail_after is not None and len(self._records) >= self._fail_after:
-                raise errors.TraceSinkError(
-                    f"MemoryTraceSink fails after {self._fail_after} records"
-                )
-            self._records.append(kept)
+            if self.closed or self._fail_after is not None:
+                self._refuse()
+            self._records.append(record)
+
+    def _refuse(self) -> None:
+        if self.closed:
+            raise errors.TraceSinkError("MemoryTraceSink is closed")
+        if self._fail_after is not None and len(self._records) >= self._fail_after:
+            raise errors.TraceSinkError(f"MemoryTraceSink fails after {self._fail_after} records")
 
     def flush(self) -> None:
         """Count the call; the records are already in memory."""

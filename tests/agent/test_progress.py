@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from typing import Any
 
 from tubeless.agent import define_agent, define_tool
+from tubeless.errors import ToolError
+from tubeless.pipeline._handler_context import detail_row
 from tubeless.pipeline.lowlevel import PROGRESS_INTERVAL_MS
 from tubeless.testing import FakeClock, MemoryTraceSink, scripted_decide
 
@@ -162,3 +165,39 @@ def test_a_failing_turn_marks_its_group_failed() -> None:
     assert current["status"] == "failed"
     settled = next(row for row in last["details"] if row["id"] == "iteration-1")
     assert settled["status"] == "completed"
+
+
+def _fails_oddly(value: Any, context: Any) -> str:
+    if value == "0":
+        return value
+    if value == "1":
+        raise ToolError("UNKNOWN_CITY", "no city named Zürich")
+    raise ToolError("BROKEN", "half a pair \ud800 and " + "x" * 4000)
+
+
+def test_rows_built_in_wire_form_read_as_detail_row_would_make_them(
+    sink: MemoryTraceSink,
+) -> None:
+    """Every detail row a run sends is exactly `detail_row`'s own form, byte for byte.
+
+    The trackers build rows in wire form when their parts are clean (ids checked once,
+    labels as they are set) and fall back to `detail_row` otherwise; either way the
+    record reads the same.
+    """
+    run = _agent([_batch(3), _batch(2), FINISH], handler=_fails_oddly).run(
+        {}, context={"tracing": sink, "now": _every_report_due()}
+    )
+
+    assert run.status == "completed"
+    progress = [
+        r["payload"]["progress"]
+        for r in sink.records
+        if r["name"] == "step.running" and "progress" in r["payload"]
+    ]
+    rows = [row for payload in progress for row in payload.get("details", ())]
+    labels = {row.get("label") for row in rows} - {None}
+    assert "UNKNOWN_CITY: no city named Zürich" in labels  # kept: clean outside text
+    assert any("\\ud800" in label for label in labels)  # escaped, as outside text is
+    assert any(row.get("depth") == 2 for row in rows)  # a call row under its turn's step
+    for row in rows:
+        assert json.dumps(row) == json.dumps(detail_row(dict(row)))

@@ -416,3 +416,48 @@ def test_an_empty_looking_sink_still_traces() -> None:
     _simple().run(context={"tracing": sink})
 
     assert [record["name"] for record in sink][:1] == ["pipeline.started"]
+
+
+def test_records_queued_behind_a_busy_deliverer_all_arrive_in_emission_order() -> None:
+    """While one thread delivers to a slow sink, others queue: none is lost or reordered.
+
+    A thread that finds the delivery token taken queues its record and returns; the
+    deliverer drains the queue and looks again after giving the token back.
+    """
+    barrier = threading.Barrier(4, timeout=_GUARD)
+    lines: list[str] = []
+    busy = threading.Lock()
+    overlaps: list[str] = []
+
+    class SlowSink:
+        def export(self, record: dict[str, Any]) -> None:
+            if not busy.acquire(blocking=False):
+                overlaps.append(record["name"])
+                return
+            try:
+                if record["name"] == "pipeline.log":
+                    # Let other threads run (and queue) while this record is delivered.
+                    threading.Event().wait(0.0005)
+                    lines.append(record["payload"]["message"])
+            finally:
+                busy.release()
+
+    def chatty(inputs: Any, context: Any) -> None:
+        barrier.wait()
+        for index in range(100):
+            context.log.info(f"{context.attempt_id[-1]}-{index}")
+
+    step = create_steps()
+    steps = [step(f"s{index}", run=chatty) for index in range(4)]
+    run = define_pipeline(id="queued", steps=steps).run(
+        controls={"max_concurrency": 4}, context={"tracing": SlowSink()}
+    )
+
+    assert run.status == "completed"
+    assert overlaps == []
+    assert len(lines) == 400
+    by_attempt: dict[str, list[int]] = {}
+    for line in lines:
+        attempt, index = line.split("-")
+        by_attempt.setdefault(attempt, []).append(int(index))
+    assert sorted(by_attempt.values()) == [list(range(100))] * 4

@@ -33,8 +33,10 @@ from tubeless.pipeline import Pipeline, PipelineRun, RunControls, StepContext
 from tubeless.pipeline.lowlevel import (
     DETAIL_GROUP_LIMIT,
     ChildValue,
+    WireRows,
     cancellation_message,
     child_failure,
+    clean_text,
     is_cancellation,
     observed,
     raise_if_cancelled,
@@ -56,13 +58,18 @@ def _handler_tool_error(result: PipelineRun) -> list[ToolError] | None:
 
 
 class _CallsProgress:
-    """Call groups of one batch: at most 32 visible, active and failed first."""
+    """Call groups of one batch: at most 32 visible, active and failed first.
+
+    Rows are built in wire form (`WireRows`) while call ids (checked once) and labels
+    (checked as they are set) need no bounding; statuses are the batch's own.
+    """
 
     def __init__(self, calls: tuple[PreparedCall, ...], context: StepContext) -> None:
         self._ids = [call.id for call in calls]
         self._status = dict.fromkeys(self._ids, "pending")
         self._labels: dict[str, str] = {}
         self._context = context
+        self._wire = all(call_id and clean_text(call_id) for call_id in self._ids)
         self._lock = threading.Lock()
 
     def set(self, call_id: str, status: str, label: str | None = None) -> None:
@@ -70,23 +77,33 @@ class _CallsProgress:
             self._status[call_id] = status
             if label is not None:
                 self._labels[call_id] = label
+                # A label is outside text: one that needs bounding sends every later
+                # snapshot of the batch through `detail_row`.
+                self._wire = self._wire and clean_text(label)
             # A failure goes out at once, while siblings still run.
             urgent = status in ("failed", "cancelled")
             self._context.offer_progress(self._snapshot, urgent=urgent)
 
     def _snapshot(self) -> tuple[int, int, str, list[dict[str, Any]]]:
         shown = visible_groups(self._ids, self._status, DETAIL_GROUP_LIMIT)
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = WireRows() if self._wire else []
+        labels = self._labels
         for call_id in shown:
-            row: dict[str, Any] = {"id": call_id, "name": call_id, "status": self._status[call_id]}
-            if call_id in self._labels:
-                row["label"] = self._labels[call_id]
+            # Keys in `detail_row`'s order, so the row reads the same either way.
+            row: dict[str, Any] = {"id": call_id, "name": call_id}
+            if call_id in labels:
+                row["label"] = labels[call_id]
+            row["status"] = self._status[call_id]
             rows.append(row)
         hidden = len(self._ids) - len(shown)
         if hidden:
             rows.append({"id": "+more", "name": f"+{hidden} more"})
-        settled = sum(1 for s in self._status.values() if s not in ("pending", "running"))
-        running = sum(1 for s in self._status.values() if s == "running")
+        settled = running = 0
+        for status in self._status.values():
+            if status == "running":
+                running += 1
+            elif status != "pending":
+                settled += 1
         message = f"{settled}/{len(self._ids)} calls · {running} running"
         return settled, len(self._ids), message, rows
 

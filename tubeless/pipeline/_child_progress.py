@@ -11,8 +11,9 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from tubeless._diagnostics import WAITING_CODES
-from tubeless.pipeline._handler_context import detail_row
+from tubeless.pipeline._handler_context import WireRows, checked_row, clean_text
 from tubeless.pipeline._plan import PipelinePlan
+from tubeless.trace import TRACE_STRING_LIMIT
 
 DETAIL_GROUP_LIMIT = 32
 _TERMINAL = {
@@ -40,11 +41,24 @@ class ChildRunTracker:
     or a detail row of a child step's progress, newly failed or was cancelled.
     """
 
-    __slots__ = ("_names", "_on_change", "_order", "_progress", "_setbacks", "_status")
+    __slots__ = (
+        "_id_room",
+        "_names",
+        "_on_change",
+        "_order",
+        "_progress",
+        "_setbacks",
+        "_status",
+    )
 
     def __init__(self, plan: PipelinePlan, on_change: Callable[[bool], None]) -> None:
         self._order = [step.id for step in plan.steps]
         self._names = {step.id: step.name or step.id for step in plan.steps}
+        # Rows are built in wire form when every id and name is kept as it is: then a
+        # row id is too as long as its prefix leaves it room (`wire_rows`).
+        clean = all(clean_text(text) for text in (*self._order, *self._names.values()))
+        longest = max(map(len, self._order), default=0)
+        self._id_room = TRACE_STRING_LIMIT - longest if clean else -1
         self._status = dict.fromkeys(self._order, "pending")
         self._progress: dict[str, Mapping[str, Any]] = {}
         self._setbacks: dict[str, int] = {}
@@ -104,21 +118,33 @@ class ChildRunTracker:
 
     def rows(self, prefix: str, depth: int) -> list[Row]:
         """One row per child step, plus the running steps' own detail rows one level deeper."""
+        return self.wire_rows(prefix, depth)[0]
+
+    def wire_rows(self, prefix: str, depth: int) -> tuple[list[Row], bool]:
+        """`rows(prefix, depth)`, and whether they are all in wire form (see `WireRows`).
+
+        Statuses are the tracker's own, counts come from records a run checked, and ids
+        and names were found clean once; a row id stays clean while it fits the limit.
+        """
+        wire = len(prefix) <= self._id_room and clean_text(prefix)
         rows: list[Row] = []
         for step_id in self._order:
             status = self._status[step_id]
+            # Keys in `detail_row`'s order, so the row reads the same either way.
             row: Row = {"id": prefix + step_id, "name": self._names[step_id], "status": status}
-            if depth:
-                row["depth"] = depth
             progress = self._progress.get(step_id)
             if progress is not None:
                 row["completed"] = progress["completed"]
                 if "total" in progress:
                     row["total"] = progress["total"]
+            if depth:
+                row["depth"] = depth
             rows.append(row)
             if status == "running" and progress is not None:
-                rows += _nested_rows(progress.get("details", ()), f"{prefix}{step_id}/", depth + 1)
-        return rows
+                nested = _nested_rows(progress.get("details", ()), f"{prefix}{step_id}/", depth + 1)
+                wire = wire and all(len(row["id"]) <= TRACE_STRING_LIMIT for row in nested)
+                rows += nested
+        return rows, wire
 
 
 def _nested_rows(details: Sequence[Mapping[str, Any]], prefix: str, depth: int) -> list[Row]:
@@ -251,6 +277,8 @@ class IterationProgress:
     def __init__(self, max_iterations: int, offer: Offer, *, unit: str = "iteration") -> None:
         self._max = max_iterations
         self._unit = unit
+        # Group names hold the unit: `turn 3`, `12 earlier turns`.
+        self._plain_unit = clean_text(unit) and len(unit) <= TRACE_STRING_LIMIT // 2
         self._offer = offer
         self._index = 0
         self._tracker: ChildRunTracker | None = None
@@ -271,7 +299,7 @@ class IterationProgress:
         self._status = status
         self.publish(status in _SETBACKS)
         # A settled group never changes: its row is checked once, not in every snapshot.
-        self._settled.insert(0, detail_row(self._group_row()))
+        self._settled.insert(0, checked_row(self._group_row()))
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
             self._settled.pop()
             self._dropped += 1
@@ -293,13 +321,17 @@ class IterationProgress:
 
     def _snapshot(self) -> Progress:
         message = f"{self._unit} {self._index} (limit {self._max})"
-        rows: list[Row] = []
+        # The group rows are the tracker's own; its unit, a label the library gives.
+        rows: list[Row] = WireRows() if self._plain_unit else []
         if self._tracker is not None:
             child = self._tracker.message()
             if child:
                 message += f": {child}"
             rows.append(self._group_row())
-            rows += self._tracker.rows(f"iteration-{self._index}/", 1)
+            child_rows, wire = self._tracker.wire_rows(f"iteration-{self._index}/", 1)
+            rows += child_rows
+            if not wire:
+                rows = list(rows)
         rows += self._settled
         if self._dropped:
             earlier = f"{self._dropped} earlier {self._unit}s"

@@ -8,13 +8,13 @@ import json
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
+from tubeless.pipeline._observe import default_now as default_now  # the executor's default
 from tubeless.trace import (
     TRACE_DETAIL_BYTE_LIMIT,
     TRACE_LIST_LIMIT,
@@ -27,11 +27,6 @@ _LOGGER = logging.getLogger("tubeless")
 
 PROGRESS_STATUSES = ("cancelled", "completed", "failed", "pending", "running", "skipped")
 """The statuses a progress detail row may carry."""
-
-
-def default_now() -> int:
-    """Wall clock in epoch milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 def default_sleep(seconds: float, signal: threading.Event) -> None:
@@ -370,17 +365,43 @@ def _finite(value: object, field: str) -> float:
 
 
 class CheckedRow(dict[str, Any]):
-    """A progress detail row `detail_row` built: checking it again returns it as it is.
+    """A progress detail row checked once and kept: checking it again returns it as it is.
 
-    Rows a tracker keeps unchanged (settled iteration groups) are checked once. Like
+    Rows a tracker keeps unchanged (settled iteration groups) are made with
+    `checked_row`; `chars` is what `_details_surely_fit` counts for the row. Like
     records, they are shared and read-only.
+    """
+
+    __slots__ = ("chars",)
+    chars: int
+
+
+class WireRows(list[dict[str, Any]]):
+    """Detail rows a library tracker built already in wire form, taken without a check.
+
+    Every row is a fresh plain `dict` as `detail_row` would return it (a non-empty id
+    and a name or label that `bounded_text` leaves as they are, a known status, finite
+    counts) or a `CheckedRow`. Only the library makes these, from parts it checked once
+    (see `clean_text`); rows from `report_progress` always take `detail_row`.
     """
 
     __slots__ = ()
 
 
-def detail_row(row: Mapping[str, Any]) -> CheckedRow:
+def clean_text(text: object) -> bool:
+    """Whether `text` is a string `detail_row` would keep as it is (a row's id, name, label)."""
+    return type(text) is str and bounded_text(text, TRACE_STRING_LIMIT) == text
+
+
+def _row_chars(row: Mapping[str, Any]) -> int:
+    return len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
+
+
+def detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The wire form of one progress detail row, its text bounded (see `progress_payload`).
+
+    A fresh row is a plain `dict` of strings and numbers, which the garbage collector
+    does not track once kept by a sink.
 
     Raises:
         TypeError: for a row that is not a mapping with a non-empty string `id`, an
@@ -391,7 +412,7 @@ def detail_row(row: Mapping[str, Any]) -> CheckedRow:
     row_id = row.get("id") if isinstance(row, Mapping) else None
     if not isinstance(row_id, str) or not row_id:
         raise TypeError("progress details rows must be mappings with a non-empty string id")
-    out = CheckedRow(id=bounded_text(row_id, TRACE_STRING_LIMIT))
+    out: dict[str, Any] = {"id": bounded_text(row_id, TRACE_STRING_LIMIT)}
     name, label = row.get("name"), row.get("label")
     if isinstance(name, str):
         out["name"] = bounded_text(name, TRACE_STRING_LIMIT)
@@ -411,6 +432,13 @@ def detail_row(row: Mapping[str, Any]) -> CheckedRow:
     return out
 
 
+def checked_row(row: Mapping[str, Any]) -> CheckedRow:
+    """`detail_row(row)` kept as a `CheckedRow`, for a row that goes out many times."""
+    checked = CheckedRow(detail_row(row))
+    checked.chars = _row_chars(checked)
+    return checked
+
+
 def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
     """Whether `rows` (from `detail_row`) are sure to fit the detail byte limit, unmeasured.
 
@@ -420,7 +448,7 @@ def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
     """
     chars = 0
     for row in rows:
-        chars += len(row["id"]) + len(row.get("name", "")) + len(row.get("label", ""))
+        chars += row.chars if type(row) is CheckedRow else _row_chars(row)
     return 7 * chars + 1100 * len(rows) <= TRACE_DETAIL_BYTE_LIMIT
 
 
@@ -453,7 +481,11 @@ def progress_payload(
             raise TypeError("progress message must be a string")
         progress["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
     if details is not None:
-        rows: list[dict[str, Any]] = [detail_row(row) for row in details]
+        rows: list[dict[str, Any]] = (
+            details
+            if type(details) is WireRows
+            else [row if type(row) is CheckedRow else detail_row(row) for row in details]
+        )
         progress["details"] = _bounded_details(rows)
         progress["detailCount"] = len(rows)
     return progress
@@ -467,15 +499,6 @@ def _attribute(key: object, value: object) -> str | bool | int | float:
     if isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
         return value
     raise TypeError(f"report_attempt attribute {key} must be a string, bool or finite number")
-
-
-def _plain_attribute(key: object, value: object) -> bool:
-    """Whether an attribute is kept as it is: most are a short name and an ASCII string or int."""
-    if type(key) is not str or len(key) > _ATTRIBUTE_NAME_LIMIT:
-        return False
-    if type(value) is str:
-        return len(value) <= TRACE_STRING_LIMIT and value.isascii()
-    return type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE
 
 
 def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> dict[str, Any]:
@@ -493,7 +516,17 @@ def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> di
     for key, value in (attributes or {}).items():
         if value is None:
             continue
-        clean[key] = value if _plain_attribute(key, value) else _attribute(key, value)
+        # Most are a short name and an ASCII string or an int, kept as they are: this is
+        # `_plain_attribute`, inline, as every tool call reports its attributes.
+        if type(key) is str and len(key) <= _ATTRIBUTE_NAME_LIMIT:
+            if type(value) is str:
+                if len(value) <= TRACE_STRING_LIMIT and value.isascii():
+                    clean[key] = value
+                    continue
+            elif type(value) is int and -_FLOAT_SAFE < value < _FLOAT_SAFE:
+                clean[key] = value
+                continue
+        clean[key] = _attribute(key, value)
     if len(clean) > TRACE_ATTRIBUTE_LIMIT:
         raise TypeError(f"report_attempt takes at most {TRACE_ATTRIBUTE_LIMIT} attributes")
     return {"attempt": attempt, "attributes": clean}

@@ -6,14 +6,16 @@ executor holds no `RunObserver` and builds no record at all.
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tubeless._types import Hook
 from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
-from tubeless.trace import TRACE_VERSION, TraceSink
+from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
 from tubeless.trace.lowlevel import (
     RecordHead,
     check_own_fields,
@@ -44,6 +46,14 @@ _HOOK_BY_RECORD = {
 }
 
 
+_time_ns = time.time_ns
+
+
+def default_now() -> int:
+    """Wall clock in epoch milliseconds."""
+    return _time_ns() // 1_000_000
+
+
 def _hook_names(record: Record) -> tuple[str, ...]:
     name = record["name"]
     if name == "step.running":
@@ -62,32 +72,21 @@ def _plain(value: object) -> bool:
     return type(value) is int and -_SAFE < value < _SAFE
 
 
-def _lean_fields(fields: dict[str, Any]) -> bool:
-    """Whether `fields` hold only non-empty string ids and a plain `durationMs`."""
-    for key, value in fields.items():
-        if key in _LEAN_IDS:
-            if type(value) is not str or not value:
-                return False
-        elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
-            return False
-    return True
-
-
 class TraceChannel:
     """What one run tree shares: the record queue, the sink and its health.
 
     Records are delivered in the order they were queued, by one thread at a time: the
-    thread that finds nobody delivering drains the queue (including records queued
-    meanwhile by others), so no thread waits on a sink while holding the lock.
+    thread that takes the delivery token drains the queue (including records queued
+    meanwhile by others), so no thread waits on a sink while another delivers. The
+    token is released before the queue is looked at a last time, and a thread that
+    queues a record tries the token after queueing it, so no record is left behind.
     """
 
     __slots__ = (
-        "_delivering",
         "_queue",
         "_retired",
-        "_settled",
-        "_settling",
         "_snapshots",
+        "_token",
         "lock",
         "log",
         "sink",
@@ -95,66 +94,64 @@ class TraceChannel:
 
     def __init__(self, sink: TraceSink | None, log: PipelineLogger) -> None:
         self.lock = threading.RLock()
+        """Serialises what run trees share besides delivery (progress throttling)."""
         self.sink = sink
         self.log = log
         self._retired = False
         self._snapshots: set[str] = set()
-        self._queue: list[tuple[RunObserver, Record]] = []
-        self._delivering = False
-        self._settled = threading.Condition(self.lock)
-        self._settling = 0
+        self._queue: collections.deque[tuple[RunObserver, Record]] = collections.deque()
+        self._token = threading.Lock()
 
     def deliver(self, observer: RunObserver, record: Record) -> None:
         """Deliver `record` now (then what others queue meanwhile), or queue it behind one."""
-        with self.lock:
-            if self._delivering:
-                self._queue.append((observer, record))
-                return
-            self._delivering = True
+        token = self._token
+        if not token.acquire(False):
+            self._queue.append((observer, record))
+            if not token.acquire(False):
+                return  # the deliverer will find it
+        elif self._queue:
             # Records a failed delivery left in the queue go first.
-            direct = not self._queue
-            if not direct:
-                self._queue.append((observer, record))
-        try:
-            if direct:
-                self.export(record)
-                observer.call_hooks(record)
-            self._drain()
-        except BaseException:
-            self._stop_delivering()
-            raise
+            self._queue.append((observer, record))
+        else:
+            try:
+                # `export`, inline: this runs for every record of the tree.
+                if self.sink is not None and not self._retired:
+                    try:
+                        self.sink.export(record)
+                    except Exception as error:
+                        self._sink_failed(error)
+                if observer._hooks:
+                    observer.call_hooks(record)
+            except BaseException:
+                token.release()
+                raise
+            if not self._queue:
+                token.release()
+                if not self._queue or not token.acquire(False):
+                    return
+        self._drain()
 
     def _drain(self) -> None:
-        while True:
-            with self.lock:
-                batch, self._queue = self._queue, []
-                if not batch:
-                    # Decided under the lock, so a record queued now finds nobody
-                    # delivering and delivers itself.
-                    self._delivering = False
-                    if self._settling:
-                        self._settled.notify_all()
+        """Deliver the queue, holding the token; release it when the queue is empty."""
+        queue, token = self._queue, self._token
+        try:
+            while True:
+                while queue:
+                    observer, record = queue.popleft()
+                    self.export(record)
+                    observer.call_hooks(record)
+                token.release()
+                # Queued after the last look, by a thread that found the token taken.
+                if not queue or not token.acquire(False):
                     return
-            for observer, record in batch:
-                self.export(record)
-                observer.call_hooks(record)
-
-    def _stop_delivering(self) -> None:
-        with self.lock:
-            self._delivering = False
-            self._settled.notify_all()
+        except BaseException:
+            token.release()
+            raise
 
     def settle(self) -> None:
         """Wait until every queued record has been delivered."""
-        with self.lock:
-            self._settling += 1
-            while self._delivering:
-                self._settled.wait()
-            self._settling -= 1
-            leftover, self._queue = self._queue, []
-        for observer, record in leftover:
-            self.export(record)
-            observer.call_hooks(record)
+        self._token.acquire()
+        self._drain()
 
     def first_snapshot(self, definition_id: str) -> bool:
         """Whether no run of this tree has sent the snapshot of `definition_id` yet.
@@ -178,14 +175,18 @@ class TraceChannel:
             return
         try:
             self.sink.export(record)
-        except TraceRecordError as error:
+        except Exception as error:
+            self._sink_failed(error)
+
+    def _sink_failed(self, error: Exception) -> None:
+        if isinstance(error, TraceRecordError):
             # The sink refused this record alone (a line it could not write back): go on.
             self.log.warning(f"Trace sink refused a record: {error}")
-        except TraceSinkError as error:
+        elif isinstance(error, TraceSinkError):
             self.log.warning(f"Trace sink failed: {error}")
             if not error.partial:
                 self._retired = True
-        except Exception as error:
+        else:
             self.log.warning(f"Trace sink failed; later records of this run are dropped: {error}")
             self._retired = True
 
@@ -200,6 +201,43 @@ class TraceChannel:
             self.log.warning(f"Trace sink failed to flush: {error}")
 
 
+def _plain_shared(base: Record) -> bool:
+    """Whether a run's shared fields hold values such as the library shapes, all valid.
+
+    Strictly narrower than `shared_fields_valid` (which decides anything else): exact
+    strings, non-empty where the schema says so, and an `iteration` of non-empty string
+    ids, a plain positive index and the `runId` of the record's `parentRunId`.
+    """
+    for key, value in base.items():
+        if type(value) is str:
+            if not value and key in _NON_EMPTY_SHARED:
+                return False
+            if key not in _SHARED_STRINGS:
+                return False
+        elif key != "iteration" or not _plain_iteration(value, base.get("parentRunId")):
+            return False
+    return "pipelineId" in base and "runId" in base
+
+
+_NON_EMPTY_SHARED = frozenset({"pipelineId", "runId"})
+_SHARED_STRINGS = frozenset({"pipelineId", "runId", "correlationId", "parentRunId", "itemKey"})
+_ITERATION_IDS = ("runId", "stepId", "attemptId")
+
+
+def _plain_iteration(value: object, parent_run_id: object) -> bool:
+    if type(value) is not dict or len(value) != 4 or value.get("runId") != parent_run_id:
+        return False
+    for key in _ITERATION_IDS:
+        text = value.get(key)
+        if type(text) is not str or not text:
+            return False
+    index = value.get("index")
+    return type(index) is int and 0 < index < _SAFE
+
+
+Target = tuple[int, str, Hook]
+
+
 class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
@@ -208,10 +246,13 @@ class RunObserver:
         "_base_valid",
         "_channel",
         "_failed_hooks",
+        "_fields",
         "_head",
         "_hooks",
         "_now",
-        "_on_record_only",
+        "_targets",
+        "_targets_by_kind",
+        "_wall_clock",
     )
 
     def __init__(
@@ -223,12 +264,26 @@ class RunObserver:
     ) -> None:
         self._channel = channel
         self._hooks = tuple(hooks)
-        self._on_record_only = all(hook_set.keys() == {"on_record"} for hook_set in self._hooks)
+        # Every record's hooks, when no hook set names a specific one (child-run trackers
+        # take every record); `None` looks them up by record kind.
+        self._targets: tuple[Target, ...] | None = ()
+        if any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
+            self._targets = None
+        elif self._hooks:
+            self._targets = tuple(
+                (index, "on_record", hook_set["on_record"])
+                for index, hook_set in enumerate(self._hooks)
+            )
+        self._targets_by_kind: dict[tuple[str, bool], tuple[Target, ...]] = {}
         self._base = base
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
+        self._fields = self._head.fields
+        self._wall_clock = now is default_now
         # Every record of the run repeats these fields: they are checked here, once.
-        self._base_valid = shared_fields_valid({"version": TRACE_VERSION, **base})
+        self._base_valid = _plain_shared(base) or shared_fields_valid(
+            {"version": TRACE_VERSION, **base}
+        )
         self._now = now
         self._failed_hooks: set[int] = set()
 
@@ -244,22 +299,33 @@ class RunObserver:
         strings, `timestampMs` and `durationMs` integers such as a clock gives. Anything
         else (a user clock's float, an error object) takes the full check.
         """
-        now = self._now()
-        record = self._head.record(name)
+        # The wall clock is read inline, without `default_now`'s call: once per record.
+        now = _time_ns() // 1_000_000 if self._wall_clock else self._now()
+        record = TraceRecord(self._fields)  # `RecordHead.record`, inline
+        record["name"] = name
+        record._head = self._head
         record["timestampMs"] = now
+        lean = payload_checked and self._base_valid and type(now) is int and -_SAFE < now < _SAFE
         if fields:
             record.update(fields)
+            # `_lean_fields`, inline: non-empty string ids and a plain `durationMs` only.
+            for key, value in fields.items():
+                if key in _LEAN_IDS:
+                    if type(value) is not str or not value:
+                        lean = False
+                elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
+                    lean = False
         record["payload"] = payload
-        if (
-            payload_checked
-            and type(now) is int
-            and -_SAFE < now < _SAFE
-            and self._base_valid
-            and (not fields or _lean_fields(fields))
-        ):
+        if lean:
             self._channel.deliver(self, record)
             return True
-        own = {"timestampMs": now, **fields, "payload": payload}
+        return self._checked_emit(record, now, payload_checked, fields)
+
+    def _checked_emit(
+        self, record: TraceRecord, now: Any, payload_checked: bool, fields: dict[str, Any]
+    ) -> bool:
+        """`emit` for a record that takes the schema: check, then deliver or drop it."""
+        own = {"timestampMs": now, **fields, "payload": record["payload"]}
         try:
             if self._base_valid:
                 check_own_fields(record, own, payload_checked=payload_checked)
@@ -271,6 +337,7 @@ class RunObserver:
                 if problem is not None:
                     raise TraceRecordError(f"at {problem[0]}: {problem[1]}")
         except Exception as error:
+            name = record["name"]
             self._channel.log.warning(f"Dropped an invalid trace record {name}: {error}")
             return False
         self._channel.deliver(self, record)
@@ -278,18 +345,27 @@ class RunObserver:
 
     def call_hooks(self, record: Record) -> None:
         """Call this run's hooks for `record` (by the delivering thread, one at a time)."""
-        if not self._hooks:
-            return
-        # Child-run trackers take every record: no need to name the specific hooks.
-        names = ("on_record",) if self._on_record_only else _hook_names(record)
-        for index, hook_set in enumerate(self._hooks):
-            for hook_name in names:
-                hook = hook_set.get(hook_name)
-                if hook is None:
-                    continue
-                try:
-                    hook(record)
-                except Exception as error:
-                    if index not in self._failed_hooks:
-                        self._failed_hooks.add(index)
-                        self._channel.log.warning(f"Pipeline hook {hook_name} failed: {error}")
+        targets = self._targets
+        if targets is None:
+            name = record["name"]
+            kind = (name, name == "step.running" and "progress" in record["payload"])
+            targets = self._targets_by_kind.get(kind)
+            if targets is None:
+                targets = self._targets_by_kind[kind] = self._targets_for(record)
+        for index, hook_name, hook in targets:
+            try:
+                hook(record)
+            except Exception as error:
+                if index not in self._failed_hooks:
+                    self._failed_hooks.add(index)
+                    self._channel.log.warning(f"Pipeline hook {hook_name} failed: {error}")
+
+    def _targets_for(self, record: Record) -> tuple[Target, ...]:
+        """The hooks a record of `record`'s kind goes to, in call order."""
+        names = _hook_names(record)
+        return tuple(
+            (index, hook_name, hook_set[hook_name])
+            for index, hook_set in enumerate(self._hooks)
+            for hook_name in names
+            if hook_set.get(hook_name) is not None
+        )

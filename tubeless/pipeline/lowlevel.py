@@ -27,7 +27,9 @@ What it promises, for as long as a name is listed here:
 - Observation. `observed(context)` says whether anything records the run behind
   `context`, so progress and attempt attributes are worth building;
   `visible_groups(keys, status, DETAIL_GROUP_LIMIT)` picks the progress groups shown
-  (active first, then failed, in input order).
+  (active first, then failed, in input order). Progress rows built from parts that
+  `clean_text(text)` found clean (every id and label) may go out as `WireRows`, taken
+  without a check per row.
 - Fan-out. `run_lazily(count, concurrency, work, keep_going, pool=...)` runs items
   in order, at most `concurrency` at once, the caller being one of the workers, and
   drains started items before it returns; helper threads join only once an item keeps
@@ -51,7 +53,9 @@ from tubeless.pipeline._child_runs import (
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._handler_context import (
     PROGRESS_INTERVAL_MS,
+    WireRows,
     cancellation_message,
+    clean_text,
     raise_if_cancelled,
 )
 from tubeless.pipeline._pool import LazyPool, run_lazily
@@ -63,9 +67,11 @@ __all__ = [
     "ChildValue",
     "IterationRunner",
     "LazyPool",
+    "WireRows",
     "approvals_of",
     "cancellation_message",
     "child_failure",
+    "clean_text",
     "execution_key_of",
     "is_cancellation",
     "item_key_of",

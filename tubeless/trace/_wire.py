@@ -214,6 +214,12 @@ class RecordHead:
         self._count = len(self._fields)
         self._json: str | None = None
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The head fields, `name` a placeholder: `record(name)` is a `TraceRecord` of these
+        with `name` set and `_head` this head (read-only; emitters may inline that)."""
+        return self._fields
+
     def record(self, name: str) -> TraceRecord:
         """A new record named `name` holding the head fields (its own fields follow)."""
         record = TraceRecord(self._fields)
