@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tubeless.errors import TraceRecordError
+from tubeless.trace._wire import payload_json
 
 __all__ = ["COLUMNS", "INSERT", "Row", "check_row_text", "record_row", "row_record"]
 
@@ -85,7 +86,7 @@ def record_row(record: dict[str, Any]) -> Row:
         record["name"],
         timestamp,
         duration,
-        _dumps(payload) if (payload := record["payload"]) else "{}",
+        payload_json(record),
         None if error is None else _dumps(error),
         _dumps(extra) if extra else None,
     )

@@ -346,7 +346,7 @@ def payload_json(record: Mapping[str, Any]) -> str:
     """
     payload = record["payload"]
     if type(record) is not TraceRecord:
-        return _encode(payload)
+        return "{}" if not payload and type(payload) is dict else _encode(payload)
     text: str | None = getattr(record, "_payload", None)
     if text is None:
         text = record._payload = _payload_text(record["name"], payload)
