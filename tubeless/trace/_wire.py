@@ -45,6 +45,7 @@ __all__ = [
     "load_trace_schema",
     "payload_json",
     "record_line",
+    "shared_field_json",
     "shared_fields_valid",
     "validate_record",
 ]
@@ -281,12 +282,20 @@ class RecordHead:
     encoded per record; the line is the same text `json.dumps` gives the whole record.
     """
 
-    __slots__ = ("_count", "_fields", "_json")
+    __slots__ = ("_count", "_field_texts", "_fields", "_json")
 
     def __init__(self, shared: Mapping[str, Any]) -> None:
         self._fields = {"version": TRACE_VERSION, "name": None, **shared}
         self._count = len(self._fields)
         self._json: str | None = None
+        self._field_texts: dict[str, str] = {}
+
+    def field_json(self, key: str) -> str:
+        """The compact JSON of the shared field `key`, encoded once for the run."""
+        text = self._field_texts.get(key)
+        if text is None:
+            text = self._field_texts[key] = _fast_encode(self._fields[key])
+        return text
 
     def record(self, name: str) -> TraceRecord:
         """A new record named `name` holding the head fields (its own fields follow)."""
@@ -300,7 +309,7 @@ class RecordHead:
         shared = self._json
         if shared is None:
             fields = dict(itertools.islice(self._fields.items(), 2, None))
-            shared = self._json = _encode(fields)[1:-1]
+            shared = self._json = _fast_encode(fields)[1:-1]
         version, name = record["version"], record["name"]
         own = itertools.islice(record.items(), self._count, None)
         if type(version) is not int or name not in _NAME_TEXTS:
@@ -337,6 +346,14 @@ def record_line(record: Mapping[str, Any]) -> str:
         line = _encode(record) + "\n" if head is None else head.line(record)
         record._line = line
     return line
+
+
+def shared_field_json(record: Mapping[str, Any], key: str) -> str:
+    """Return the compact JSON of `record[key]`; a run's shared field is encoded once."""
+    head: RecordHead | None = getattr(record, "_head", None)
+    if type(record) is TraceRecord and head is not None and key in SHARED_FIELDS:
+        return head.field_json(key)
+    return _encode(record[key])
 
 
 def payload_json(record: Mapping[str, Any]) -> str:
