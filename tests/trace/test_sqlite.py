@@ -319,6 +319,27 @@ def test_flush_commits_every_batch_and_ends_the_writer(tmp_path: Path) -> None:
         assert messages == [str(index) for index in range(64 * 20 + 5)]
 
 
+def test_no_writer_thread_outlives_a_run(tmp_path: Path) -> None:
+    """A run that fills many batches leaves every record committed and no writer behind."""
+    from tubeless.pipeline import create_steps, define_pipeline
+
+    steps = create_steps()
+
+    def work(inputs: Any, context: Any) -> int:
+        for index in range(300):
+            context.log.info(f"line {index}")
+        return 1
+
+    pipeline = define_pipeline(id="busy", steps=[steps("work", run=work)])
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as store:
+        run = pipeline.run(None, context={"tracing": store})
+        assert run.status == "completed"
+        assert store._writer is None
+        assert not [t for t in threading.enumerate() if t.name == "tubeless-trace-store"]
+        assert _count(path) == len(store.events()) > 300
+
+
 def test_reads_wait_for_the_writer_and_see_every_record(tmp_path: Path) -> None:
     """Reads and `clear_history` while batches are queued see, or delete, all of them."""
     with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
