@@ -15,6 +15,7 @@ import pytest
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace import NdjsonTraceSink, _ndjson, read_ndjson
+from tubeless.trace._wire import payload_json
 
 Records = dict[str, dict[str, Any]]
 MakeRecord = Callable[..., dict[str, Any]]
@@ -380,3 +381,54 @@ def test_a_run_writes_each_record_as_its_plain_json_and_encodes_it_once(tmp_path
         plain = json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n"
         assert line == plain
         assert _ndjson.record_line(record) is _ndjson.record_line(record)
+        assert payload_json(record) == _line(record["payload"])
+        assert f'"payload":{payload_json(record)}' in line
+
+
+def test_cached_parts_of_later_runs_stay_byte_identical(tmp_path: Path) -> None:
+    """Later runs reuse the plan's payload text, field names and head: same bytes as plain.
+
+    A second and third run of one plan send `step.planned` and `pipeline.started` with
+    payload objects the first run's lines encoded; an agent's child runs (its turns and
+    tool calls) reuse them within one run too.
+    """
+    from tubeless.agent import define_agent, define_tool
+    from tubeless.testing import MemoryTraceSink
+    from tubeless.trace import compose_sinks
+
+    tool = define_tool(
+        description="Echo ünïcode",
+        input_schema={"type": "object"},
+        output_schema={"type": "string"},
+        run=lambda value, context: 'é\u2028"quoted"',
+    )
+    turns = iter(range(100))
+
+    def decide(state: Any, context: Any) -> dict[str, Any]:
+        if next(turns) % 3 == 2:
+            return {"kind": "finish", "result": state}
+        calls = [{"id": f"c-{index}-é", "tool": "echo", "input": {}} for index in range(2)]
+        return {"kind": "continue", "calls": calls}
+
+    agent = define_agent(
+        id="cached-é",
+        input_schema={"type": "object"},
+        result_schema={"type": "object"},
+        initial_state=lambda options: {},
+        decide=decide,
+        reduce=lambda state, outcomes: state,
+        tools={"echo": tool},
+        limits={"max_turns": 5, "max_calls": 10, "max_decisions": 5, "max_concurrency": 2},
+    )
+    for attempt in range(3):
+        path = tmp_path / f"run-{attempt}.ndjson"
+        memory = MemoryTraceSink()
+        with NdjsonTraceSink(path) as sink:
+            run = agent.run({}, context={"tracing": compose_sinks(sink, memory)})
+            assert run.status == "completed"
+        lines = path.read_text("utf-8").splitlines(keepends=True)
+        kinds = {record["name"] for record in memory.records}
+        assert {"step.planned", "pipeline.started", "step.attempted"} <= kinds
+        for record, line in zip(memory.records, lines, strict=True):
+            assert line == _line(dict(record)) + "\n"
+            assert payload_json(record) == _line(record["payload"])

@@ -59,6 +59,13 @@ def _log(run_id: str, message: str) -> dict[str, Any]:
     }
 
 
+def _writer_done(store: SqliteTraceStore) -> None:
+    """Wait until the store's writer thread (if any) has ended of itself."""
+    writer = store._writer
+    if writer is not None:
+        writer.join()
+
+
 def test_records_read_back_exactly(tmp_path: Path, every_kind: Records) -> None:
     """Every kind reads back equal, `iteration` and absent-versus-empty fields included."""
     records = list(every_kind.values())
@@ -142,6 +149,7 @@ def test_clear_history_deletes_every_record_and_stays_append_only(tmp_path: Path
     with SqliteTraceStore(path) as store:
         for index in range(70):  # one committed batch and a buffered tail
             store.export(_log("run", str(index)))
+        _writer_done(store)
         last_id = _max_id(path)
         store.clear_history()
         assert _count(path) == 0
@@ -204,15 +212,21 @@ def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
 
 
 def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
-    """Other connections see nothing until 64 records are buffered or `flush` is called."""
+    """Other connections see nothing until 64 records are buffered or `flush` is called.
+
+    The writer thread commits a full batch, then ends when no other batch follows.
+    """
     path = tmp_path / "runs.sqlite"
     store = SqliteTraceStore(path)
     for index in range(63):
         store.export(_log("run", str(index)))
+    assert store._writer is None
     assert _count(path) == 0
     store.export(_log("run", "63"))
+    _writer_done(store)
     assert _count(path) == 64
     store.export(_log("run", "64"))
+    assert store._writer is None
     assert _count(path) == 64
     store.flush()
     assert _count(path) == 65
@@ -272,6 +286,70 @@ def test_a_write_error_is_raised_again_by_later_calls(tmp_path: Path) -> None:
     with pytest.raises(TraceSinkError, match="lost records"):
         store.close()
     store.close()
+
+
+def test_a_failed_batch_commit_is_raised_by_the_next_call(tmp_path: Path) -> None:
+    """The writer thread's failure is kept: the next export, flush and close raise it."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP TABLE pipeline_run_events")
+    for index in range(64):
+        store.export(_log("run", str(index)))
+    _writer_done(store)
+    with pytest.raises(TraceSinkError, match="failed earlier: no such table"):
+        store.export(_log("run", "later"))
+    with pytest.raises(TraceSinkError, match="failed earlier: no such table"):
+        store.flush()
+    with pytest.raises(TraceSinkError, match="lost records"):
+        store.close()
+
+
+def test_flush_commits_every_batch_and_ends_the_writer(tmp_path: Path) -> None:
+    """After `flush` every record is committed in order and no writer thread is left."""
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as store:
+        for index in range(64 * 20 + 5):
+            store.export(_log("run", str(index)))
+        store.flush()
+        assert store._writer is None
+        assert not [t for t in threading.enumerate() if t.name == "tubeless-trace-store"]
+        assert _count(path) == 64 * 20 + 5
+        messages = [record["payload"]["message"] for record in store.events()]
+        assert messages == [str(index) for index in range(64 * 20 + 5)]
+
+
+def test_no_writer_thread_outlives_a_run(tmp_path: Path) -> None:
+    """A run that fills many batches leaves every record committed and no writer behind."""
+    from tubeless.pipeline import create_steps, define_pipeline
+
+    steps = create_steps()
+
+    def work(inputs: Any, context: Any) -> int:
+        for index in range(300):
+            context.log.info(f"line {index}")
+        return 1
+
+    pipeline = define_pipeline(id="busy", steps=[steps("work", run=work)])
+    path = tmp_path / "runs.sqlite"
+    with SqliteTraceStore(path) as store:
+        run = pipeline.run(None, context={"tracing": store})
+        assert run.status == "completed"
+        assert store._writer is None
+        assert not [t for t in threading.enumerate() if t.name == "tubeless-trace-store"]
+        assert _count(path) == len(store.events()) > 300
+
+
+def test_reads_wait_for_the_writer_and_see_every_record(tmp_path: Path) -> None:
+    """Reads and `clear_history` while batches are queued see, or delete, all of them."""
+    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
+        for index in range(64 * 3 + 1):
+            store.export(_log("run", str(index)))
+        assert len(store.events()) == 64 * 3 + 1
+        for index in range(64 * 2):
+            store.export(_log("run", str(index)))
+        store.clear_history()
+        assert store.events() == []
 
 
 def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:

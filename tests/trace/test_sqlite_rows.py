@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tubeless.trace._sqlite_rows import COLUMNS, record_row, row_record
+from tubeless.trace._wire import RecordHead
 
 MakeRecord = Callable[..., dict[str, Any]]
 _EXTRA = COLUMNS.split(", ").index("extra_json")
@@ -32,3 +33,20 @@ def test_a_row_rebuilds_its_record(make_record: MakeRecord) -> None:
     record = make_record("step.failed")
     row = (7, *record_row(record))
     assert row_record(row) == record
+
+
+def test_a_run_record_row_matches_the_plain_row() -> None:
+    """A run's record (shared fields encoded once) gives the row its plain copy gives."""
+    iteration = {"runId": "parent", "stepId": "loop", "attemptId": "parent:a1", "index": 2}
+    head = RecordHead(
+        {"pipelineId": "p", "runId": "r", "parentRunId": "parent", "iteration": iteration}
+    )
+    for duration in (0, 7, 2.5, 2**70, None):
+        record = head.record("step.complete")
+        record["timestampMs"] = 5
+        record["stepId"] = "s"
+        record["attemptId"] = "r:a1"
+        if duration is not None:
+            record["durationMs"] = duration
+        record["payload"] = {"status": "completed", "é": [1, 2.0]}
+        assert record_row(record) == record_row(dict(record))

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
-from tubeless.trace._wire import decode_record, record_line
+from tubeless.trace._wire import TraceRecord, decode_record, record_line
 
 __all__ = [
     "FLUSH_INTERVAL",
@@ -36,6 +36,10 @@ NDJSON_RECORD_LIMIT = 100_000
 """`read_ndjson` refuses files holding more records than this."""
 FLUSH_INTERVAL = 0.05
 """Seconds an `NdjsonTraceSink` may hold a written record before flushing it."""
+_FILE_BUFFER_BYTES = 1024 * 1024
+"""The write buffer of a file the sink opens: the timed flush, not the buffer, writes."""
+_LINE_LIMIT = NDJSON_LINE_BYTE_LIMIT + 1
+"""The longest line (newline included) `_check_line` need not look at when it is ASCII."""
 
 
 def encode_record(record: Any) -> str:
@@ -85,7 +89,9 @@ class NdjsonTraceSink:
         if isinstance(path_or_stream, (str, os.PathLike)):
             path = Path(path_or_stream)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._stream: IO[str] = path.open("w", encoding="utf-8", newline="\n")
+            self._stream: IO[str] = path.open(
+                "w", encoding="utf-8", newline="\n", buffering=_FILE_BUFFER_BYTES
+            )
             self._owned = True
         else:
             self._stream = path_or_stream
@@ -101,11 +107,14 @@ class NdjsonTraceSink:
                 stays usable.
             TraceSinkError: when the sink is closed, or the write fails now or failed before.
         """
-        decode_record(record)
-        line = encode_record(record)
-        _check_line(line)
+        if type(record) is not TraceRecord:  # a run's records were checked as built
+            decode_record(record)
+        line = record_line(record)
+        if not (len(line) <= _LINE_LIMIT and line.isascii()):
+            _check_line(line)
         with self._lock:
-            self._raise_if_unusable()
+            if self._error is not None or self._closed:
+                self._raise_if_unusable()
             try:
                 self._stream.write(line)
             except (OSError, ValueError) as error:  # ValueError: the stream was closed

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -33,6 +34,10 @@ __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
 STORE_SCHEMA_VERSION = 3
 """The `PRAGMA user_version` of a trace store."""
 _BATCH_SIZE = 64
+_BACKLOG = 8
+"""Full batches the writer thread may fall behind by before `export` waits for it."""
+_LINGER_SECONDS = 0.05
+"""How long the writer thread waits for another batch before it ends."""
 _PAGE_SIZE = 20_000
 _BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -89,13 +94,17 @@ def _immediate(connection: sqlite3.Connection) -> Iterator[None]:
 class SqliteTraceStore:
     """A trace sink and reader backed by one SQLite file (WAL, append-only).
 
-    Records are validated, buffered, and committed in batches of 64 inside
-    `BEGIN IMMEDIATE`; the buffer is also committed by `flush()`, `close()`,
-    `clear_history()` and every read.
-    Other connections see a record only once it is committed, and a crash loses the
-    uncommitted tail. Several threads and several processes may append to one store at
-    once: writers wait up to 30 seconds for each other. After a write fails, every later
-    call raises that failure again.
+    Records are validated and buffered on the exporting thread; each full batch of 64 is
+    committed inside `BEGIN IMMEDIATE` by the store's writer thread, in order, while the
+    run goes on (`export` waits only when the writer falls 8 batches behind).
+    `flush()`, `close()`, `clear_history()` and every read wait for the writer, then
+    commit whatever is left. The writer runs only while batches come: it ends 50 ms after
+    the last one, and at `flush()` (which every run calls at its end) and `close()`, so
+    none outlives a run. Other connections see a record only once it is committed, and a
+    crash loses the uncommitted tail. Several threads and several processes may append
+    to one store at once: writers wait up to 30 seconds for each other. After a write
+    fails, every later call raises that failure again (a failure of the writer thread's
+    commit is raised by the next call).
 
     Args:
         path: the database file. Unless `read_only`, missing parent directories and the
@@ -115,7 +124,14 @@ class SqliteTraceStore:
         self._path = Path(path)
         self._read_only = read_only
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._pending: list[Row] = []
+        self._batches: deque[list[Row]] = deque()
+        """Full batches waiting for the writer thread, oldest first."""
+        self._writer: threading.Thread | None = None
+        self._writing = False
+        """Whether the writer thread is committing a batch (it holds the connection)."""
+        self._stopping = False
         self._error: BaseException | None = None
         self._closed = False
         self._connection = self._open()
@@ -224,13 +240,13 @@ class SqliteTraceStore:
         return any(row[1] == "extra_json" for row in rows)
 
     def export(self, record: dict[str, Any]) -> None:
-        """Validate `record` and buffer it; a full batch of 64 is committed now.
+        """Validate `record` and buffer it; a full batch of 64 goes to the writer thread.
 
         Raises:
             TraceRecordError: when `record` is not a valid trace record, or holds text that
                 is not UTF-8 (nothing is stored; the store stays usable).
-            TraceSinkError: when the store is read-only or closed, or a commit fails now or
-                failed before.
+            TraceSinkError: when the store is read-only or closed, or a commit failed
+                before.
         """
         decode_record(record)
         row = record_row(record)
@@ -239,9 +255,77 @@ class SqliteTraceStore:
             self._raise_if_unusable()
             if self._read_only:
                 raise TraceSinkError(f"Trace store {self._path} was opened read-only")
-            self._pending.append(row)
-            if len(self._pending) >= _BATCH_SIZE:
-                self._commit()
+            pending = self._pending
+            pending.append(row)
+            if len(pending) >= _BATCH_SIZE:
+                self._hand_over(pending)
+
+    def _hand_over(self, batch: list[Row]) -> None:
+        """Queue a full batch for the writer thread, starting it if need be (lock held)."""
+        self._pending = []
+        self._batches.append(batch)
+        if self._stopping:
+            return  # `flush` or `close` is stopping the writer; it commits the batch
+        if self._writer is None:
+            self._writer = threading.Thread(
+                target=self._write_batches, name="tubeless-trace-store", daemon=True
+            )
+            self._writer.start()
+        else:
+            self._changed.notify_all()
+        while len(self._batches) > _BACKLOG and self._writer is not None:
+            self._changed.wait()
+
+    def _write_batches(self) -> None:
+        """The writer thread: commit the queued batches in order; end when none come."""
+        with self._lock:
+            try:
+                while self._error is None:
+                    if not self._batches:
+                        self._changed.wait_for(
+                            lambda: self._batches or self._stopping, _LINGER_SECONDS
+                        )
+                        if not self._batches:
+                            return
+                    batch = self._batches.popleft()
+                    self._writing = True
+                    self._lock.release()
+                    try:
+                        error = self._insert(batch)
+                    finally:
+                        self._lock.acquire()
+                        self._writing = False
+                        self._changed.notify_all()
+                    if error is not None:
+                        self._error = error
+                        self._batches.clear()
+            finally:
+                self._writer = None
+                self._changed.notify_all()
+
+    def _insert(self, rows: list[Row]) -> Exception | None:
+        """Commit `rows` in one transaction; return the failure instead of raising it."""
+        connection = self._connection
+        try:
+            with _immediate(connection):
+                connection.executemany(INSERT, rows)
+        except Exception as error:  # sqlite3.Error, or MemoryError's kin: reported later
+            return error
+        return None
+
+    def _stop_writer(self) -> None:
+        """End the writer thread after it committed every queued batch, and wait for it."""
+        with self._lock:
+            writer = self._writer
+            if writer is None:
+                return
+            self._stopping = True
+            self._changed.notify_all()
+        try:
+            writer.join()
+        finally:
+            with self._lock:
+                self._stopping = False
 
     def flush(self) -> None:
         """Commit the buffered records.
@@ -249,6 +333,7 @@ class SqliteTraceStore:
         Raises:
             TraceSinkError: when the commit fails, or an earlier one failed.
         """
+        self._stop_writer()
         with self._lock:
             self._raise_if_unusable()
             self._commit()
@@ -286,6 +371,7 @@ class SqliteTraceStore:
         Raises:
             TraceSinkError: when the final commit fails, or an earlier one failed.
         """
+        self._stop_writer()
         with self._lock:
             if self._closed:
                 return
@@ -370,23 +456,33 @@ class SqliteTraceStore:
         return record
 
     def _commit(self) -> None:
-        if not self._pending:
+        """Commit the queued batches and the buffer on this thread (lock held).
+
+        It waits until the writer thread is not inside a commit; holding the lock, it
+        keeps the writer from taking another batch while it uses the connection.
+        """
+        while self._writing:
+            self._changed.wait()
+        self._raise_if_failed()
+        rows = [row for batch in self._batches for row in batch]
+        rows += self._pending
+        self._batches.clear()
+        self._pending = []
+        if not rows:
             return
-        connection = self._connection
-        try:
-            with _immediate(connection):
-                connection.executemany(INSERT, self._pending)
-        except sqlite3.Error as error:
+        error = self._insert(rows)
+        if error is not None:
             self._error = error
             raise TraceSinkError(f"Cannot write trace store {self._path}: {error}") from error
-        finally:
-            self._pending.clear()
 
-    def _raise_if_unusable(self) -> None:
+    def _raise_if_failed(self) -> None:
         if self._error is not None:
             raise TraceSinkError(
                 f"Trace store {self._path} failed earlier: {self._error}"
             ) from self._error
+
+    def _raise_if_unusable(self) -> None:
+        self._raise_if_failed()
         if self._closed:
             raise TraceSinkError(f"Trace store {self._path} is closed")
 

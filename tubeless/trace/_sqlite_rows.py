@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tubeless.errors import TraceRecordError
+from tubeless.trace._wire import TraceRecord, payload_json, shared_field_json
 
 __all__ = ["COLUMNS", "INSERT", "Row", "check_row_text", "record_row", "row_record"]
 
@@ -85,10 +86,28 @@ def record_row(record: dict[str, Any]) -> Row:
         record["name"],
         timestamp,
         duration,
-        _dumps(payload) if (payload := record["payload"]) else "{}",
+        payload_json(record),
         None if error is None else _dumps(error),
-        _dumps(extra) if extra else None,
+        _extra_json(record, extra),
     )
+
+
+def _extra_json(record: dict[str, Any], extra: dict[str, Any]) -> str | None:
+    """`extra`'s JSON; for a run's record, its shared `iteration` is encoded once per run."""
+    if not extra:
+        return None
+    if type(record) is not TraceRecord:
+        return _dumps(extra)
+    parts = []
+    for key, value in extra.items():  # plain ASCII names: "iteration", "durationMs", ...
+        if key == "iteration":
+            text = shared_field_json(record, key)
+        elif type(value) is int:
+            text = int.__repr__(value)
+        else:
+            text = _dumps(value)
+        parts.append(f'"{key}":{text}')
+    return f"{{{','.join(parts)}}}"
 
 
 def check_row_text(row: Row) -> None:

@@ -12,8 +12,9 @@ import copy
 import functools
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
+from json.encoder import encode_basestring
 from typing import Any, Protocol, runtime_checkable
 
 from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_identity
@@ -42,7 +43,9 @@ __all__ = [
     "check_record",
     "decode_record",
     "load_trace_schema",
+    "payload_json",
     "record_line",
+    "shared_field_json",
     "shared_fields_valid",
     "validate_record",
 ]
@@ -193,26 +196,106 @@ class TraceRecord(dict[str, Any]):
     Records are shared by every sink and hook of a run: treat them as read-only.
     """
 
-    __slots__ = ("_head", "_line")
+    __slots__ = ("_head", "_line", "_payload")
     _head: RecordHead
     _line: str
+    _payload: str
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_encode = _encoder.encode
+
+
+def _reused_encoder() -> Callable[[Any], str]:
+    """`_encode` without building an encoder per call: the C encoder `encode` builds, kept.
+
+    It skips the circular-reference check, so a value it cannot encode (a cycle ends in
+    `RecursionError`) goes through `_encode` again, which words the failure as before.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _encode
+    try:
+        # markers, default, encoder, indent, separators, sort_keys, skipkeys, allow_nan
+        encoder = make(
+            None, _encoder.default, encode_basestring, None, ":", ",", False, False, True
+        )
+    except TypeError:  # a Python whose C encoder takes other arguments
+        return _encode
+    join = "".join
+
+    def encode(value: Any) -> str:
+        try:
+            return join(encoder(value, 0))
+        except Exception:
+            return _encode(value)
+
+    return encode
+
+
+_fast_encode = _reused_encoder()
+
+_TEXT_LIMIT = 4096
+_KEY_TEXTS: dict[str, str] = {}
+"""`,"key":` for every field name after the head that a run's record has carried."""
+_NAME_TEXTS = {name: f'"name":{_encode(name)},' for name in TRACE_RECORD_NAMES}
+_MEMO_KINDS = frozenset({"step.planned", "pipeline.started"})
+"""Kinds whose payload object the library builds once per plan and sends with every run."""
+_memo_texts: dict[int, tuple[Any, str]] = {}
+"""The JSON of payload objects of `_MEMO_KINDS`, by identity (the object is kept alive)."""
+
+
+def _key_text(key: str) -> str:
+    text = _KEY_TEXTS.get(key)
+    if text is None:
+        text = f",{encode_basestring(key)}:"
+        if len(_KEY_TEXTS) < _TEXT_LIMIT:
+            _KEY_TEXTS[key] = text
+    return text
+
+
+def _payload_text(name: str, payload: Any) -> str:
+    """The JSON of a run's record payload; a plan's shared payload object is encoded once."""
+    if not payload and type(payload) is dict:
+        return "{}"
+    if name not in _MEMO_KINDS:
+        return _fast_encode(payload)
+    known = _memo_texts.get(id(payload))
+    if known is not None and known[0] is payload:
+        return known[1]
+    text = _fast_encode(payload)
+    if type(payload) is dict and "definitionSnapshot" not in payload:
+        if len(_memo_texts) >= _TEXT_LIMIT:
+            _memo_texts.clear()
+        _memo_texts[id(payload)] = (payload, text)
+    return text
 
 
 class RecordHead:
     """The fields every record of one run starts with, their JSON encoded once (lazily).
 
     `record(name)` starts a record: `version`, `name`, then the run's shared fields.
+    A record's line is put together from JSON text encoded once where it can be: the
+    head, the field names, and the payload object of a `step.planned` or
+    `pipeline.started` record, which the library builds once per plan and sends with
+    every run of it (so such an object must not change once sent). Other values are
+    encoded per record; the line is the same text `json.dumps` gives the whole record.
     """
 
-    __slots__ = ("_count", "_fields", "_json")
+    __slots__ = ("_count", "_field_texts", "_fields", "_json")
 
     def __init__(self, shared: Mapping[str, Any]) -> None:
         self._fields = {"version": TRACE_VERSION, "name": None, **shared}
         self._count = len(self._fields)
         self._json: str | None = None
+        self._field_texts: dict[str, str] = {}
+
+    def field_json(self, key: str) -> str:
+        """The compact JSON of the shared field `key`, encoded once for the run."""
+        text = self._field_texts.get(key)
+        if text is None:
+            text = self._field_texts[key] = _fast_encode(self._fields[key])
+        return text
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -228,14 +311,32 @@ class RecordHead:
         return record
 
     def line(self, record: TraceRecord) -> str:
-        """`record`'s NDJSON line: the shared fields' JSON is spliced in, not re-encoded."""
+        """`record`'s NDJSON line, from the head's JSON and each own field's."""
         shared = self._json
         if shared is None:
             fields = dict(itertools.islice(self._fields.items(), 2, None))
-            shared = self._json = _encode(fields)[1:-1]
-        own = dict(itertools.islice(record.items(), self._count, None))
-        version, name = record["version"], _encode(record["name"])
-        return f'{{"version":{version},"name":{name},{shared},{_encode(own)[1:]}\n'
+            shared = self._json = _fast_encode(fields)[1:-1]
+        version, name = record["version"], record["name"]
+        own = itertools.islice(record.items(), self._count, None)
+        if type(version) is not int or name not in _NAME_TEXTS:
+            text = _encode(dict(own))[1:]
+            return f'{{"version":{version},"name":{_encode(name)},{shared},{text}\n'
+        parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared]
+        append, keys = parts.append, _KEY_TEXTS
+        for key, value in own:
+            append(keys.get(key) or _key_text(key))
+            kind = type(value)
+            if kind is str:
+                append(encode_basestring(value))
+            elif kind is int:
+                append(int.__repr__(value))
+            elif key == "payload":
+                text = record._payload = _payload_text(name, value)
+                append(text)
+            else:
+                append(_fast_encode(value))
+        append("}\n")
+        return "".join(parts)
 
 
 def record_line(record: Mapping[str, Any]) -> str:
@@ -251,6 +352,28 @@ def record_line(record: Mapping[str, Any]) -> str:
         line = _encode(record) + "\n" if head is None else head.line(record)
         record._line = line
     return line
+
+
+def shared_field_json(record: Mapping[str, Any], key: str) -> str:
+    """Return the compact JSON of `record[key]`; a run's shared field is encoded once."""
+    head: RecordHead | None = getattr(record, "_head", None)
+    if type(record) is TraceRecord and head is not None and key in SHARED_FIELDS:
+        return head.field_json(key)
+    return _encode(record[key])
+
+
+def payload_json(record: Mapping[str, Any]) -> str:
+    """Return the compact JSON of `record["payload"]`; a run's record encodes it once.
+
+    After its line was encoded, a run's record gives the payload text that line holds.
+    """
+    payload = record["payload"]
+    if type(record) is not TraceRecord:
+        return "{}" if not payload and type(payload) is dict else _encode(payload)
+    text: str | None = getattr(record, "_payload", None)
+    if text is None:
+        text = record._payload = _payload_text(record["name"], payload)
+    return text
 
 
 def validate_record(record: Mapping[str, Any]) -> None:
