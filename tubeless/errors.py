@@ -59,7 +59,6 @@ from typing import Any
 
 from tubeless._diagnostics import (
     AGENT_ERROR_CODES,
-    APPROVAL_REQUIRED_CODE,
     ERROR_CODE_CLASSIFICATION,
     PIPELINE_ERROR_CODES,
     Diagnostic,
@@ -73,6 +72,7 @@ from tubeless._diagnostics import (
     is_pipeline_error_code,
     normalize_cause,
 )
+from tubeless._diagnostics import APPROVAL_REQUIRED_CODE as _APPROVAL_REQUIRED_CODE
 from tubeless._public import show_public_module as _show_public_module
 
 if typing.TYPE_CHECKING:
@@ -412,7 +412,7 @@ class ApprovalRequiredError(AgentError):
     reads it from a run.
     """
 
-    CODE: typing.ClassVar[str] = APPROVAL_REQUIRED_CODE
+    CODE: typing.ClassVar[str] = _APPROVAL_REQUIRED_CODE
     """The code every instance carries."""
 
     pending_approvals: tuple[PendingApproval, ...]
@@ -425,7 +425,7 @@ class ApprovalRequiredError(AgentError):
             shown += f" and {more} more"
         super().__init__(
             f"Waiting for approval of {len(self.pending_approvals)} call(s): {shown}"[:4096],
-            code=APPROVAL_REQUIRED_CODE,
+            code=_APPROVAL_REQUIRED_CODE,
         )
 
 
