@@ -46,6 +46,9 @@ from tubeless.pipeline.lowlevel import (
     visible_groups,
 )
 
+_DRY = RunControls(dry_run=True)
+_WET = RunControls()
+
 
 def _handler_tool_error(result: PipelineRun) -> list[ToolError] | None:
     """The handler's `ToolError`, when that alone failed the tool run."""
@@ -129,7 +132,7 @@ class _Batch:
             if watched
             else None
         )
-        self._controls = RunControls(dry_run=context.dry_run)
+        self._controls = _DRY if context.dry_run else _WET
         self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
         self.failure: BaseException | None = None
         self.begun: set[int] = set()
