@@ -384,8 +384,9 @@ class _Run:
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
             snapshot = pipeline.definition.to_dict()
-            observer.emit("pipeline.started", {**payload, "definitionSnapshot": snapshot})
-        elif observer.emit("pipeline.started", payload, payload_checked=checked):
+            snapshotted = {**payload, "definitionSnapshot": snapshot}
+            observer.emit("pipeline.started", snapshotted, at=self._started)
+        elif observer.emit("pipeline.started", payload, payload_checked=checked, at=self._started):
             self._plan_payload_checked("started")
 
     def _validate_options(self, options: Any) -> bool:
@@ -415,9 +416,9 @@ class _Run:
         if self._errors and not self._controls.continue_on_error:
             return False, None
         observed = self._scope.observer is not None
-        self._emit("pipeline.finalize.started")
         # The clock times finalization for its records alone.
         started = self._scope.now() if observed else 0
+        self._emit("pipeline.finalize.started", at=started)
         try:
             raise_if_cancelled(self._scope.signal)
             context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
@@ -432,13 +433,17 @@ class _Run:
             record = finalization_error(error, self._scope.signal)
             self._fail(record, error)
             if observed:
-                duration = self._scope.now() - started
+                ended = self._scope.now()
                 self._emit(
-                    "pipeline.finalize.failed", durationMs=duration, error=trace_error(record)
+                    "pipeline.finalize.failed",
+                    at=ended,
+                    durationMs=ended - started,
+                    error=trace_error(record),
                 )
             return False, None
         if observed:
-            self._emit("pipeline.finalize.completed", durationMs=self._scope.now() - started)
+            ended = self._scope.now()
+            self._emit("pipeline.finalize.completed", at=ended, durationMs=ended - started)
         return True, value
 
     def _complete(
@@ -479,7 +484,13 @@ class _Run:
                 "stepCount": len(self._plan.steps),
             }
             # The payload is the library's own; an error takes the full check.
-            scope.observer.emit("pipeline.completed", payload, payload_checked=not errors, **fields)
+            scope.observer.emit(
+                "pipeline.completed",
+                payload,
+                payload_checked=not errors,
+                at=result.finished_at_ms,
+                **fields,
+            )
         return result
 
 

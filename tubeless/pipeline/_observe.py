@@ -288,9 +288,18 @@ class RunObserver:
         self._failed_hooks: set[int] = set()
 
     def emit(
-        self, name: str, payload: Record, *, payload_checked: bool = False, **fields: Any
+        self,
+        name: str,
+        payload: Record,
+        *,
+        payload_checked: bool = False,
+        at: Any = None,
+        **fields: Any,
     ) -> bool:
         """Build, check and deliver one record named `name`; return whether it was valid.
+
+        `at` is its `timestampMs` when the caller just read the run clock for the moment
+        the record marks (an attempt's start, a report's end); otherwise the clock is read.
 
         `payload_checked` skips the payload's own schema for a payload known to be valid
         (built by the library from checked parts, or by a function enforcing the schema's
@@ -300,7 +309,12 @@ class RunObserver:
         else (a user clock's float, an error object) takes the full check.
         """
         # The wall clock is read inline, without `default_now`'s call: once per record.
-        now = _time_ns() // 1_000_000 if self._wall_clock else self._now()
+        if at is not None:
+            now = at
+        elif self._wall_clock:
+            now = _time_ns() // 1_000_000
+        else:
+            now = self._now()
         record = TraceRecord(self._fields)  # `RecordHead.record`, inline
         record["name"] = name
         record._head = self._head

@@ -321,7 +321,12 @@ class StepScheduler:
         observer = self._scope.observer
         if observer is not None:
             observer.emit(
-                "step.running", {}, payload_checked=True, stepId=step.id, attemptId=attempt.id
+                "step.running",
+                {},
+                payload_checked=True,
+                at=attempt.started_at_ms,
+                stepId=step.id,
+                attemptId=attempt.id,
             )
         return attempt
 
@@ -373,7 +378,13 @@ class StepScheduler:
             return
         name, payload, fields = terminal_record(report)
         # A completion's payload is the constant status; other kinds carry outside text.
-        observer.emit(name, payload, payload_checked=report.status == "completed", **fields)
+        observer.emit(
+            name,
+            payload,
+            payload_checked=report.status == "completed",
+            at=report.finished_at_ms,
+            **fields,
+        )
 
 
 _RECORD_NAMES = {
