@@ -416,9 +416,10 @@ class _Run:
         if self._errors and not self._controls.continue_on_error:
             return False, None
         observed = self._scope.observer is not None
-        # The clock times finalization for its records alone.
+        self._emit("pipeline.finalize.started")
+        # The clock times finalization (not the delivery of its first record) for its
+        # records alone.
         started = self._scope.now() if observed else 0
-        self._emit("pipeline.finalize.started", at=started)
         try:
             raise_if_cancelled(self._scope.signal)
             context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
