@@ -87,6 +87,22 @@ def test_a_held_up_batch_gets_helpers_and_close_joins_them(thread_baseline: int)
     assert not any(thread.name.startswith("probe") for thread in threading.enumerate())
 
 
+def test_after_a_batch_helpers_ran_the_next_asks_for_one_at_once(
+    thread_baseline: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slow tools stay slow: once helpers ran items, the next batch does not wait a tick."""
+    pool = LazyPool(1, name="probe")
+    try:
+        first = threading.Barrier(2, timeout=WAIT)
+        run_lazily(2, 2, lambda index: first.wait() and None, lambda: True, pool=pool)
+        # From now on the watcher looks at most once more: it cannot find a batch held up.
+        monkeypatch.setattr(_pool, "HANDOFF_SECONDS", WAIT)
+        second = threading.Barrier(2, timeout=WAIT)
+        run_lazily(2, 2, lambda index: second.wait() and None, lambda: True, pool=pool)
+    finally:
+        pool.close()
+
+
 def test_quick_items_do_not_wait_for_a_helper_to_wake(thread_baseline: int) -> None:
     """When the caller finishes every item itself, a helper still on its way is not awaited."""
     pool = LazyPool(1, name="probe")

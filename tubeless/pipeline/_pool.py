@@ -6,7 +6,9 @@ on the calling thread alone. Helper threads join a batch only once an item keeps
 a watcher thread looks at the running batches every `HANDOFF_SECONDS`, and a batch whose
 threads started no item since the last look gets a helper, which takes the next item and,
 while items remain, asks for one more. Slow items (a tool waiting on the network) so all
-start within two ticks of each other; quick ones never wake a thread.
+start within two ticks of each other; quick ones never wake a thread. A pool whose last
+batch needed helpers starts the next one with a helper at once, as slow tools tend to
+stay slow; one whose helpers then find nothing to take goes back to waiting for a tick.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class LazyPool:
 
     Threads are made on first need: the watcher with the first batch, helpers when a batch
     is first held up. `close()` stops and joins them all; call it once no batch runs.
+    While its last batch had items run by helpers, a batch asks for a helper as it starts.
 
     Args:
         workers: the most helpers that may run at once (batches need `concurrency - 1`).
@@ -80,6 +83,7 @@ class LazyPool:
         self._batches: list[_Batch] = []
         self._watcher: threading.Thread | None = None
         self._sleeping = False
+        self._eager = False  # the last batch had items run by helpers
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     def run(
@@ -108,11 +112,14 @@ class LazyPool:
                 self._wake.notify()
         if start is not None:
             start.start()
+        if self._eager:
+            batch.held_up()
         try:
             batch.run()
         finally:
             with self._lock:
                 self._batches.remove(batch)
+                self._eager = batch.helped
 
     def close(self) -> None:
         """Stop the watcher and wait for every thread of the pool to end."""
@@ -180,6 +187,8 @@ class _Batch:
         self._error: BaseException | None = None
         self.started = 0
         """Items started so far (the watcher compares it between ticks)."""
+        self.helped = False
+        """Whether a helper took an item."""
 
     def run(self) -> None:
         """Work as the calling thread, then wait for the helpers that took items.
@@ -229,6 +238,7 @@ class _Batch:
                         if not busy:
                             busy = True
                             self._busy += 1
+                            self.helped = True
                         # The batch proved slow: the next item gets a thread of its own.
                         self._ask_for_helper()
                 self._work(index)
