@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent._delegate import (
@@ -245,9 +245,9 @@ class _Batch:
                     plan=call.plan,
                     item_key=call.id,
                 )
-            if type(ran) is ChildValue:
+            if isinstance(ran, ChildValue):
                 return FrozenDict(id=call.id, tool=call.tool, ok=True, value=ran.value)
-            result = cast(PipelineRun, ran)
+            result = ran
             errors = _handler_tool_error(result)
         elif spec.subagent:
             # The subagent's own jobs take permits; waiting for it holds none.
