@@ -29,7 +29,7 @@ from tubeless.agent._turn import (
     turn_options,
 )
 from tubeless.errors import RunCancelledError, ToolError
-from tubeless.pipeline import Pipeline, PipelineRun, RunControls, StepContext
+from tubeless.pipeline import PipelineRun, RunControls, StepContext
 from tubeless.pipeline.lowlevel import (
     DETAIL_GROUP_LIMIT,
     ChildValue,
@@ -213,19 +213,6 @@ class _Batch:
         invocation = self._invocation
         return ExecutionIds(invocation.execution_id, invocation.agent_path, self._turn, call.id)
 
-    def _run(
-        self, pipeline: Pipeline, options: Any, call: PreparedCall, options_checked: bool = False
-    ) -> PipelineRun:
-        return run_child_pipeline(
-            self._context,
-            pipeline,
-            options,
-            controls=self._controls,
-            plan=call.plan,
-            item_key=call.id,
-            options_checked=options_checked,
-        )
-
     def _dispatch(self, call: PreparedCall, slot: CallSlot | None) -> FrozenDict:
         attributes = self._attributes
         if attributes is not None:
@@ -234,8 +221,27 @@ class _Batch:
         spec = self._runtime.tools[call.tool]
         budget = self._invocation.budget
         signal = self._signal
-        if not isinstance(spec, PipelineToolSpec):
-            options = {"input": call.input, "attributes": attributes, "execution": self._ids(call)}
+        ran: PipelineRun | ChildValue
+        if isinstance(spec, PipelineToolSpec) and spec.subagent:
+            # The subagent's own jobs take permits; waiting for it holds none.
+            delegation = Delegation(budget, attributes, slot, self._ids(call))
+            with delegating(self._context.run_id, call.id, delegation):
+                ran = run_child_pipeline(
+                    self._context,
+                    pipeline,
+                    call.input,
+                    controls=self._controls,
+                    plan=call.plan,
+                    item_key=call.id,
+                    options_checked=True,
+                )
+        else:
+            if isinstance(spec, PipelineToolSpec):
+                # An ordinary pipeline runs handlers only: one job for its whole run.
+                options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
+            else:
+                execution = self._ids(call)
+                options = {"input": call.input, "attributes": attributes, "execution": execution}
             with budget.permit(signal):
                 ran = run_child_value(
                     self._context,
@@ -245,26 +251,13 @@ class _Batch:
                     plan=call.plan,
                     item_key=call.id,
                 )
-            if isinstance(ran, ChildValue):
-                return FrozenDict(id=call.id, tool=call.tool, ok=True, value=ran.value)
-            result = ran
-            errors = _handler_tool_error(result)
-        elif spec.subagent:
-            # The subagent's own jobs take permits; waiting for it holds none.
-            delegation = Delegation(budget, attributes, slot, self._ids(call))
-            with delegating(self._context.run_id, call.id, delegation):
-                result = self._run(pipeline, call.input, call, options_checked=True)
-            errors = tool_errors(result)
-        else:
-            # An ordinary pipeline runs handlers only: one job for its whole run.
-            options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
-            with budget.permit(signal):
-                result = self._run(pipeline, options, call)
-            errors = tool_errors(result)
-        if result.status == "completed" and result.finalized:
-            return FrozenDict(id=call.id, tool=call.tool, ok=True, value=result.value)
+        if isinstance(ran, ChildValue) or (ran.status == "completed" and ran.finalized):
+            return FrozenDict(id=call.id, tool=call.tool, ok=True, value=ran.value)
+        errors = (
+            tool_errors(ran) if isinstance(spec, PipelineToolSpec) else _handler_tool_error(ran)
+        )
         if not errors:
-            raise child_failure(pipeline, call.plan, result)
+            raise child_failure(pipeline, call.plan, ran)
         if signal.is_set():
             # Cancellation wins over an expected failure: there is no observation to reduce.
             raise RunCancelledError(cancellation_message(signal)) from errors[0]
