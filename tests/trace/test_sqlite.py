@@ -305,6 +305,28 @@ def test_a_failed_batch_commit_is_raised_by_the_next_call(tmp_path: Path) -> Non
         store.close()
 
 
+def test_a_batch_is_committed_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A row SQLite refuses fails its whole batch of 64: no row of it is kept."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON pipeline_run_events "
+            "WHEN NEW.payload_json LIKE '%\"100\"%' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+    for index in range(128):
+        store.export(_log("run", str(index)))
+    _writer_done(store)
+    assert _count(path) == 64
+    with pytest.raises(TraceSinkError, match="failed earlier: refused"):
+        store.flush()
+    with pytest.raises(TraceSinkError, match="lost records"):
+        store.close()
+    with SqliteTraceStore(path, read_only=True) as reader:
+        kept = [record["payload"]["message"] for record in reader.events()]
+    assert kept == [str(index) for index in range(64)]
+
+
 def test_flush_commits_every_batch_and_ends_the_writer(tmp_path: Path) -> None:
     """After `flush` every record is committed in order and no writer thread is left."""
     path = tmp_path / "runs.sqlite"

@@ -6,7 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tubeless.trace._sqlite_rows import COLUMNS, record_row, row_record
+import pytest
+
+from tubeless.errors import TraceRecordError
+from tubeless.trace._sqlite_rows import COLUMNS, record_row, row_record, store_row
 from tubeless.trace._wire import RecordHead
 
 MakeRecord = Callable[..., dict[str, Any]]
@@ -50,3 +53,30 @@ def test_a_run_record_row_matches_the_plain_row() -> None:
             record["durationMs"] = duration
         record["payload"] = {"status": "completed", "é": [1, 2.0]}
         assert record_row(record) == record_row(dict(record))
+        assert store_row(record) == record_row(dict(record))
+
+
+def test_a_run_record_row_without_iteration_matches_the_plain_row() -> None:
+    """The store's row of a run's record equals the plain one for every shared field."""
+    head = RecordHead({"pipelineId": "p", "runId": "r", "correlationId": "c", "itemKey": "k"})
+    for timestamp in (5, 2**64, 5.5):
+        record = head.record("step.failed")
+        record["timestampMs"] = timestamp
+        record["stepId"] = "s"
+        record["durationMs"] = 3
+        record["error"] = {"message": "no", "code": "X"}
+        record["payload"] = {}
+        assert store_row(record) == record_row(dict(record))
+
+
+def test_the_store_refuses_text_sqlite_cannot_keep() -> None:
+    """A lone surrogate is refused in a run's shared fields as in its own, like any record."""
+    for shared, own in (({"itemKey": "\ud800"}, "s"), ({}, "\udfff")):
+        head = RecordHead({"pipelineId": "p", "runId": "r", **shared})
+        record = head.record("step.running")
+        record["timestampMs"] = 5
+        record["stepId"] = own
+        record["payload"] = {}
+        for candidate in (record, dict(record)):
+            with pytest.raises(TraceRecordError, match="lone surrogate"):
+                store_row(candidate)

@@ -8,6 +8,7 @@ read back equals, field for field and type for type, the record written.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -19,14 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
-from tubeless.trace._sqlite_rows import (
-    COLUMNS,
-    INSERT,
-    Row,
-    check_row_text,
-    record_row,
-    row_record,
-)
+from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, row_record, store_row
 from tubeless.trace._wire import decode_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
@@ -34,6 +28,8 @@ __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
 STORE_SCHEMA_VERSION = 3
 """The `PRAGMA user_version` of a trace store."""
 _BATCH_SIZE = 64
+_INSERT_BATCH = INSERT + ", ({})".format(", ".join("?" * 14)) * (_BATCH_SIZE - 1)
+"""One statement inserting a full batch: `INSERT ... VALUES (?, ...), (?, ...), ...`."""
 _BACKLOG = 8
 """Full batches the writer thread may fall behind by before `export` waits for it."""
 _LINGER_SECONDS = 0.05
@@ -95,8 +91,9 @@ class SqliteTraceStore:
     """A trace sink and reader backed by one SQLite file (WAL, append-only).
 
     Records are validated and buffered on the exporting thread; each full batch of 64 is
-    committed inside `BEGIN IMMEDIATE` by the store's writer thread, in order, while the
-    run goes on (`export` waits only when the writer falls 8 batches behind).
+    committed as one transaction, a single `INSERT` of its rows, by the store's writer
+    thread, in order, while the run goes on (`export` waits only when the writer falls 8
+    batches behind). What else is committed (by `flush`, say) goes in `BEGIN IMMEDIATE`.
     `flush()`, `close()`, `clear_history()` and every read wait for the writer, then
     commit whatever is left. The writer runs only while batches come: it ends 50 ms after
     the last one, and at `flush()` (which every run calls at its end) and `close()`, so
@@ -249,8 +246,7 @@ class SqliteTraceStore:
                 before.
         """
         decode_record(record)
-        row = record_row(record)
-        check_row_text(row)
+        row = store_row(record)
         with self._lock:
             self._raise_if_unusable()
             if self._read_only:
@@ -304,11 +300,21 @@ class SqliteTraceStore:
                 self._changed.notify_all()
 
     def _insert(self, rows: list[Row]) -> Exception | None:
-        """Commit `rows` in one transaction; return the failure instead of raising it."""
+        """Commit `rows` in one transaction; return the failure instead of raising it.
+
+        A full batch is one `INSERT` of all its rows, run on its own: SQLite makes the
+        statement its own transaction, taking the write lock before it writes (waiting as
+        `BEGIN IMMEDIATE` would) and committing or rolling back every row together. That
+        is one call into SQLite per batch instead of one per row, so the writer thread
+        takes the GIL back once, not 64 times, while the run's threads hold it.
+        """
         connection = self._connection
         try:
-            with _immediate(connection):
-                connection.executemany(INSERT, rows)
+            if len(rows) == _BATCH_SIZE:
+                connection.execute(_INSERT_BATCH, list(itertools.chain.from_iterable(rows)))
+            else:
+                with _immediate(connection):
+                    connection.executemany(INSERT, rows)
         except Exception as error:  # sqlite3.Error, or MemoryError's kin: reported later
             return error
         return None

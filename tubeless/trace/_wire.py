@@ -282,13 +282,15 @@ class RecordHead:
     encoded per record; the line is the same text `json.dumps` gives the whole record.
     """
 
-    __slots__ = ("_count", "_field_texts", "_fields", "_json")
+    __slots__ = ("_count", "_field_texts", "_fields", "_json", "row_columns")
 
     def __init__(self, shared: Mapping[str, Any]) -> None:
         self._fields = {"version": TRACE_VERSION, "name": None, **shared}
         self._count = len(self._fields)
         self._json: str | None = None
         self._field_texts: dict[str, str] = {}
+        self.row_columns: Any = None
+        """The SQLite store's columns for these fields, worked out once (`_sqlite_rows`)."""
 
     def field_json(self, key: str) -> str:
         """The compact JSON of the shared field `key`, encoded once for the run."""
