@@ -28,6 +28,7 @@ import bench_inserts
 import bench_memory
 import bench_otel
 import bench_state
+import bench_stream
 import profile_agent
 from _measure import Verdict
 
@@ -104,6 +105,9 @@ def run_agent_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     shares = [bench_inserts.measure_inserts(grid.turns[0], calls) for calls in grid.calls]
     emit(bench_inserts.format_inserts(shares, measured))
     figures["agent"]["sqliteShare"] = bench_inserts.inserts_json(shares)
+    stream = bench_stream.measure_stream(grid.turns[-1], bench_agent.TARGET_CALLS)
+    emit(bench_stream.format_stream(stream, measured))
+    figures["agent"]["recordStream"] = bench_stream.stream_json(stream)
     share = next(share for share in shares if share.calls == bench_agent.TARGET_CALLS)
     return bench_agent.agent_verdicts(measured, share.insert_us_per_call)
 
