@@ -170,11 +170,9 @@ def test_an_unobserved_lone_step_child_reports_as_an_observed_one(case: str) -> 
 
 
 @pytest.mark.parametrize("case", ["ok", "raises", "finalizer", "bad result"])
-def test_run_child_value_skips_the_report_only_for_a_completed_unobserved_lone_step(
-    case: str,
-) -> None:
+def test_run_child_value_skips_the_report_only_for_a_completed_lone_step(case: str) -> None:
     """`run_child_value` hands back the value alone exactly when the report would be
-    thrown away: unobserved, completed, and the step's output is the result as it is."""
+    thrown away: completed, and the step's output is the result as it is, observed or not."""
     got: list[Any] = []
 
     def call(inputs: Any, context: Any) -> Any:
@@ -186,11 +184,64 @@ def test_run_child_value_skips_the_report_only_for_a_completed_unobserved_lone_s
 
     _parent(call).run()
     _parent(call).run(None, context={"tracing": MemoryTraceSink()})
-    bare, observed = got
-    assert isinstance(observed, PipelineRun)
+    reported: list[PipelineRun] = []
+    _parent(
+        lambda inputs, context: reported.append(
+            lowlevel.run_child_pipeline(context, _lone(case)[0], {}, controls=RunControls())
+        )
+    ).run(None, context={"tracing": MemoryTraceSink()})
     if case == "ok":
-        assert isinstance(bare, lowlevel.ChildValue)
-        assert bare.value == observed.value == {"x": 1}
+        assert all(isinstance(value, lowlevel.ChildValue) for value in got)
+        assert [value.value for value in got] == [reported[0].value] * 2 == [{"x": 1}] * 2
     else:
-        assert isinstance(bare, PipelineRun)
-        assert _comparable(bare) == _comparable(observed)
+        assert all(isinstance(run, PipelineRun) for run in got)
+        assert [_comparable(run) for run in got] == [_comparable(reported[0])] * 2
+
+
+_RUN_BOUND = frozenset({"runId", "parentRunId", "attemptId", "timestampMs", "durationMs"})
+
+
+def _record_shapes(sink: MemoryTraceSink) -> list[list[tuple[str, Any]]]:
+    """The child's records, fields in order, the values that differ between runs (ids and
+    times) left out."""
+    return [
+        [(key, None if key in _RUN_BOUND else value) for key, value in record.items()]
+        for record in sink.records
+        if record["pipelineId"] == "lone"
+    ]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ok",
+        "raises",
+        "bad output",
+        "finalizer",
+        "bad result",
+        "continue on error",
+        "cancels",
+        "dry run",
+    ],
+)
+def test_a_lone_step_child_run_for_its_value_sends_the_scheduler_s_records(case: str) -> None:
+    """A one-step child run for its value (without the scheduler when it can) sends the
+    records the same child sends run through the scheduler, in the same order."""
+    sinks = {"value": MemoryTraceSink(), "scheduler": MemoryTraceSink()}
+
+    def call_for_value(inputs: Any, context: Any) -> Any:
+        child, controls = _lone(case)
+        plan = child.plan(controls)
+        lowlevel.run_child_value(context, child, {}, controls=controls, plan=plan)
+
+    def call_through_scheduler(inputs: Any, context: Any) -> Any:
+        child, controls = _lone(case)
+        lowlevel.run_child_pipeline(context, child, {}, controls=controls)
+
+    _parent(call_for_value).run(None, context={"tracing": sinks["value"]})
+    _parent(call_through_scheduler).run(None, context={"tracing": sinks["scheduler"]})
+    value, scheduler = (_record_shapes(sink) for sink in sinks.values())
+    assert value == scheduler
+    names = [dict(record)["name"] for record in value]
+    assert names[:3] == ["pipeline.started", "step.planned", "step.running"]
+    assert names[-1] == "pipeline.completed"

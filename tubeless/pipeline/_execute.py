@@ -169,18 +169,16 @@ def execute_for_value(
     item_key: str | None,
     plan: PipelinePlan,
 ) -> PipelineRun | ChildValue:
-    """Run a child as `execute_run` does, for its value: one that nothing observes and whose
-    lone step completes with the result as it is returns that value alone (`ChildValue`),
-    without the report it would throw away."""
+    """Run a child as `execute_run` does (with no hooks of its own), for its value: one
+    whose lone step completes with the result as it is returns that value alone
+    (`ChildValue`), without the report it would throw away, and sends the same records."""
     scope = _scope_for_child(pipeline.id, parent, item_key, None, controls.dry_run)
-    run = _Run(pipeline, scope, controls, plan)
-    channel = parent.channel
-    if channel is None or not channel.tracing:
-        step = _value_step(pipeline, plan, controls)
-        if step is not None and not scope.signal.is_set():
-            scope.options = options
-            return run.execute_alone(step, report=False)
     scope.observer = _observer(scope, ())
+    run = _Run(pipeline, scope, controls, plan)
+    step = _value_step(pipeline, plan, controls)
+    if step is not None and not scope.signal.is_set():
+        scope.options = options
+        return run.execute_alone(step, report=False)
     return run.execute(options, report=False)
 
 
@@ -286,17 +284,31 @@ class _Run:
         return self._complete(self._finalize(scheduler.outputs), reports)
 
     def execute_alone(self, step: Step, report: bool) -> PipelineRun | ChildValue:
-        """Run the lone step of a run nothing observes (a tool call) right here.
+        """Run the lone step of a run right here (a tool call), without the scheduler.
 
         The scheduler's ladder for that step (see `StepScheduler.run_alone`) without
-        making the scheduler: no records to send and the same reports, the attempt
-        starting when the run does. A failure goes to the scheduler, which reports it as
-        `run_alone` would. Without `report`, a step whose output is the result as it is
-        returns just that (`ChildValue`).
+        making the scheduler: the same reports, and the same records when observed (an
+        unobserved attempt starts when the run does). A failure goes to the scheduler,
+        which reports it as `run_alone` would. Without `report`, a step whose output is
+        the result as it is returns just that (`ChildValue`).
         """
         scope = self._scope
+        observer = scope.observer
         attempt_id = scope.next_attempt_id()
-        started = self._started
+        if observer is None:
+            started = self._started
+        else:
+            self._emit_started()
+            self._emit_planned(observer)
+            started = scope.now()
+            observer.emit(
+                "step.running",
+                {},
+                payload_checked=True,
+                at=started,
+                stepId=step.id,
+                attemptId=attempt_id,
+            )
         context = StepContext(scope, step.id, attempt_id)
         handler = step.dry_run if scope.dry_run and callable(step.dry_run) else step.run
         try:
@@ -311,6 +323,8 @@ class _Run:
                 value = validate_boundary(step.output_schema, value, boundary)
             except Exception as error:
                 return self._alone_failed(error, attempt_id, started)
+        if observer is not None:
+            return self._observed_alone(observer, step, attempt_id, started, value, report)
         pipeline = self._pipeline
         # When the finalizer would hand the output back as it is, the run ends with the step.
         as_is = (
@@ -321,20 +335,37 @@ class _Run:
         if as_is and not report:
             return ChildValue(value)
         finished = scope.now()
-        reports = (
-            StepReport(
-                id=step.id,
-                status="completed",
-                finished_at_ms=finished,
-                name=step.name,
-                description=step.description,
-                attempt_id=attempt_id,
-                started_at_ms=started,
-            ),
-        )
+        reports = (_completed_report(step, attempt_id, started, finished),)
         if as_is:
             return self._complete((True, value), reports, finished)
         return self._complete(self._finalize({step.id: value}), reports)
+
+    def _observed_alone(
+        self,
+        observer: RunObserver,
+        step: Step,
+        attempt_id: str,
+        started: int,
+        value: Any,
+        report: bool,
+    ) -> PipelineRun | ChildValue:
+        """`execute_alone` once an observed lone step completed: its records, then the run's."""
+        finished = self._scope.now()
+        # `terminal_record` of the step's report, which a value needs no more.
+        observer.emit(
+            "step.complete",
+            {"status": "completed"},
+            payload_checked=True,
+            at=finished,
+            stepId=step.id,
+            attemptId=attempt_id,
+            durationMs=finished - started,
+        )
+        finalized = self._finalize({step.id: value})
+        if finalized[0] and not report:
+            self._emit_completed(observer, (), True, self._scope.now())
+            return ChildValue(finalized[1])
+        return self._complete(finalized, (_completed_report(step, attempt_id, started, finished),))
 
     def _alone_failed(self, error: Exception, attempt_id: str, started: int) -> PipelineRun:
         scheduler = self._scheduler()
@@ -474,25 +505,39 @@ class _Run:
             exceptions=tuple(self._exceptions),
         )
         if scope.observer is not None:
-            fields: dict[str, Any] = {"durationMs": result.finished_at_ms - self._started}
-            if errors:
-                fields["error"] = trace_error(errors[0])
-            payload = {
-                "status": result.status,
-                "dryRun": result.dry_run,
-                "errorCount": len(errors),
-                "finalized": done,
-                "stepCount": len(self._plan.steps),
-            }
-            # The payload is the library's own; an error takes the full check.
-            scope.observer.emit(
-                "pipeline.completed",
-                payload,
-                payload_checked=not errors,
-                at=result.finished_at_ms,
-                **fields,
-            )
+            self._emit_completed(scope.observer, errors, done, result.finished_at_ms)
         return result
+
+    def _emit_completed(
+        self, observer: RunObserver, errors: tuple[Diagnostic, ...], done: bool, finished: int
+    ) -> None:
+        """`pipeline.completed` of the run that ended at `finished` with `errors`."""
+        fields: dict[str, Any] = {"durationMs": finished - self._started}
+        if errors:
+            fields["error"] = trace_error(errors[0])
+        payload = {
+            "status": run_status(errors),
+            "dryRun": self._controls.dry_run,
+            "errorCount": len(errors),
+            "finalized": done,
+            "stepCount": len(self._plan.steps),
+        }
+        # The payload is the library's own; an error takes the full check.
+        observer.emit(
+            "pipeline.completed", payload, payload_checked=not errors, at=finished, **fields
+        )
+
+
+def _completed_report(step: Step, attempt_id: str, started: int, finished: int) -> StepReport:
+    return StepReport(
+        id=step.id,
+        status="completed",
+        finished_at_ms=finished,
+        name=step.name,
+        description=step.description,
+        attempt_id=attempt_id,
+        started_at_ms=started,
+    )
 
 
 def _planned_payload(step: Any) -> dict[str, Any]:
