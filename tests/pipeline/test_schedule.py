@@ -354,8 +354,10 @@ def test_fail_fast_keeps_plan_skips_and_skips_the_rest() -> None:
     assert [e.step_id for e in run.errors] == ["boom"]
 
 
-def test_best_effort_runs_unlock_dependents_after_failures_and_skips() -> None:
-    """With continue-on-error, failures and policy skips still settle every dependent."""
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_best_effort_runs_unlock_dependents_after_failures_and_skips(concurrency: int) -> None:
+    """With continue-on-error, failures and policy skips still settle every dependent,
+    inline (concurrency 1) as on the pool."""
     step = create_steps()
     fail = step("fail", run=lambda inputs, context: 1 / 0)
     skipped = step("skipped", skip=lambda i, c: {"reason": "cached", "value": 4}, run=_value(1))
@@ -368,7 +370,7 @@ def test_best_effort_runs_unlock_dependents_after_failures_and_skips() -> None:
         run=lambda inputs, context: (sorted(inputs), inputs["skipped"]),
     )
     pipeline = define_pipeline(id="terminal", steps=[required, gated, optional, fail, skipped])
-    run = pipeline.run(controls={"max_concurrency": 3, "continue_on_error": True})
+    run = pipeline.run(controls={"max_concurrency": concurrency, "continue_on_error": True})
     reports = {report.id: report for report in run.steps}
 
     assert (reports["required"].reason, reports["required"].dependency_id) == (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from tubeless.errors import Diagnostic, RunCancelledError
@@ -90,7 +91,11 @@ class StepScheduler:
     def run(self) -> None:
         """Run every planned step to a terminal report; no worker outlives this call."""
         pending = list(range(len(self._order)))
-        active: dict[concurrent.futures.Future[StepOutcome], int] = {}
+        if self._max == 1:
+            self._run_inline(pending)
+            self._finish_remaining(pending)
+            return
+        active: dict[Future[StepOutcome], int] = {}
         try:
             while True:
                 if not self._stopped:
@@ -107,6 +112,33 @@ class StepScheduler:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
         self._finish_remaining(pending)
+
+    def _run_inline(self, pending: list[int]) -> None:
+        """`run`'s dispatch at a concurrency of 1: every step in plan order, on this thread.
+
+        Execution order is topological and each step settles before the next is looked
+        at, so the next pending step is always ready. Until a step fails, a step the plan
+        does not skip runs: the plan's ladder assumed every earlier step completed, and a
+        step skipped by its own policy still meets its dependents.
+        """
+        signal = self._scope.signal
+        while pending and not self._stopped:
+            index = pending[0]
+            if signal.is_set():
+                self._cancel_from(index, pending)
+                return
+            del pending[0]
+            if self.errors or self._plan[index].skip_reason is not None:
+                disposition = decide_disposition(
+                    self._order[index],
+                    self._plan[index].selected,
+                    self._scope.dry_run,
+                    self._outcome_of,
+                )
+                if disposition.skip_reason is not None:
+                    self._record_skip(index, disposition)
+                    continue
+            self._apply(self.run_step(index), pending)
 
     def run_alone(self) -> None:
         """Run a plan of one selected step that runs inline (`run` with the ladder decided).
@@ -135,9 +167,7 @@ class StepScheduler:
         report = self.reports.get(step_id)
         return (None, None) if report is None else (report.status, report.reason)
 
-    def _dispatch(
-        self, pending: list[int], active: dict[concurrent.futures.Future[StepOutcome], int]
-    ) -> None:
+    def _dispatch(self, pending: list[int], active: dict[Future[StepOutcome], int]) -> None:
         progressed = True
         while progressed and not self._stopped:
             progressed = False
@@ -160,19 +190,10 @@ class StepScheduler:
                 if disposition.skip_reason is not None:
                     self._record_skip(index, disposition)
                     continue
-                if self._launch(index, pending, active):
-                    return
+                self._launch(index, active)
 
-    def _launch(
-        self,
-        index: int,
-        pending: list[int],
-        active: dict[concurrent.futures.Future[StepOutcome], int],
-    ) -> bool:
-        """Start step `index`; return whether dispatch must stop."""
-        if self._max == 1:
-            self._apply(self.run_step(index), pending)
-            return self._stopped
+    def _launch(self, index: int, active: dict[Future[StepOutcome], int]) -> None:
+        """Start step `index` on a worker."""
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self._max, thread_name_prefix="tubeless-step"
@@ -182,7 +203,6 @@ class StepScheduler:
         # worker, so steps start (and number their attempts) in dispatch order.
         attempt = self._begin(step) if step.skip is None else None
         active[self._pool.submit(self.run_step, index, attempt)] = index
-        return False
 
     def _apply(self, outcome: StepOutcome, pending: list[int]) -> None:
         if outcome.cancelled_before_start:
