@@ -6,6 +6,7 @@ workers (which inherit the parent's `sys.path`) import this module as `remote_ha
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
 import uuid
@@ -15,6 +16,16 @@ from tubeless.errors import ToolError
 
 WAIT = 30
 """Seconds a handler waits for a cancellation that should come (never reached)."""
+
+
+def days_between(start: datetime.date, end: datetime.date) -> dict[str, Any]:
+    """Count the days from one date to another (a typed function tool).
+
+    Args:
+        start: the first day.
+        end: the last day.
+    """
+    return {"days": (end - start).days, "pid": os.getpid()}
 
 
 def echo(value: Any, context: Any) -> Any:

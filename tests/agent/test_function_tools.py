@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
 
+import tubeless
 from tubeless import ToolContext, ToolError, define_agent, tool_from_function
 from tubeless.errors import AgentDefinitionError, MissingExtraError
 from tubeless.testing import scripted_decide
@@ -133,6 +137,70 @@ def test_a_tool_context_parameter_receives_the_context() -> None:
     assert list(tool.input_json_schema["properties"]) == ["text"]
     assert outcomes[0]["value"] == "hi"
     assert isinstance(seen[0], ToolContext)
+
+
+def test_a_durable_agent_saves_waits_on_and_resumes_a_function_tool(tmp_path: Path) -> None:
+    """The validated input is the arguments' JSON form: the checkpoint and the approval
+    hold it, `needs_approval` sees it, and the function still gets typed arguments."""
+    typed: list[Any] = []
+    asked: list[Any] = []
+
+    def nights(arrive: datetime.date, leave: datetime.date) -> int:
+        """Count the nights of a stay."""
+        typed.append((arrive, leave))
+        return (leave - arrive).days
+
+    def far(value: Any, context: Any) -> bool:
+        asked.append(value)
+        return value["leave"] > "2026-12-31"
+
+    store = tubeless.SqliteCheckpointStore(tmp_path / "runs.sqlite")
+    tool = tool_from_function(nights, replay="safe", needs_approval=far)
+    calls = [
+        {
+            "id": "near",
+            "tool": "get_weather",
+            "input": {"arrive": "2026-12-01", "leave": "2026-12-04"},
+        },
+        {
+            "id": "far",
+            "tool": "get_weather",
+            "input": {"arrive": "2026-12-30", "leave": "2027-01-02"},
+        },
+    ]
+    agent = define_agent(
+        id="stays",
+        input_schema={"type": "object"},
+        result_schema={"type": "array"},
+        initial_state=lambda options: {"seen": []},
+        decide=scripted_decide(
+            [
+                {"kind": "continue", "calls": calls},
+                lambda state, context: {"kind": "finish", "result": state["seen"]},
+            ]
+        ),
+        reduce=lambda state, outcomes: {"seen": [*state["seen"], *outcomes]},
+        tools={"get_weather": tool},
+        implementation_version="1",
+        durability=tubeless.Durability(store=store, key="trip"),
+    )
+
+    waiting = agent.run({})
+    assert waiting.status == "failed"
+    assert "TUBELESS_AGENT_APPROVAL_REQUIRED" in str(waiting.errors[0].to_dict())
+    assert asked == [calls[0]["input"], calls[1]["input"]]
+    assert [(p.call_id, p.input) for p in waiting.pending_approvals] == [
+        ("far", {"arrive": "2026-12-30", "leave": "2027-01-02"})
+    ]
+    assert json.loads(store.read("trip") or "")  # the checkpoint is JSON text
+    assert typed == []
+
+    outcomes = agent.run_or_raise({}, context={"approvals": {"far": tubeless.approve()}})
+    assert [outcome["value"] for outcome in outcomes] == [3, 3]
+    assert typed == [
+        (datetime.date(2026, 12, 1), datetime.date(2026, 12, 4)),
+        (datetime.date(2026, 12, 30), datetime.date(2027, 1, 2)),
+    ]
 
 
 def _unannotated(city, days: int) -> str:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tubeless.agent import define_agent, define_tool
+from tubeless.agent import define_agent, define_tool, tool_from_function
 from tubeless.errors import AgentDefinitionError
 from tubeless.testing import MemoryTraceSink, scripted_decide
 
@@ -292,6 +292,19 @@ def test_traces_have_the_shape_of_a_thread_run_tool(executor: concurrent.futures
         shapes.append(_shape(sink))
     assert shapes[0] == shapes[1]
     assert any(name == "step.attempted" for name, *_ in shapes[0])
+
+
+def test_a_function_tool_runs_on_an_executor_with_typed_arguments(
+    executor: concurrent.futures.Executor,
+) -> None:
+    """`tool_from_function(executor=)`: the JSON arguments travel, the worker types them."""
+    seen: list[Any] = []
+    tool = tool_from_function(remote_handlers.days_between, executor=executor)
+    call = {"start": "2026-12-01", "end": "2026-12-04"}
+    run = _agent(tool, [_calls(call)], 1, seen).run({})
+    assert run.status == "completed", run.errors
+    assert seen[0][0]["value"]["days"] == 3
+    assert seen[0][0]["value"]["pid"] != os.getpid()
 
 
 def test_an_unpicklable_handler_fails_at_definition(

@@ -6,18 +6,23 @@ imported when `tool_from_function` is called, never when tubeless is.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import importlib
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
-from tubeless.agent._agent_contexts import ToolContext
+from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._docstrings import read_docstring
+from tubeless.agent._remote import RemoteToolContext
 from tubeless.agent._tools import AgentTool, define_tool
 from tubeless.errors import AgentDefinitionError, MissingExtraError
 
 _MESSAGE_LIMIT = 200
+_CONTEXTS = (ToolContext, RemoteToolContext)
+"""Annotations of the parameter that receives the tool context instead of an argument."""
 
 
 def _pydantic() -> Any:
@@ -44,6 +49,24 @@ class _Parameters:
     """Field names of the positional-only parameters, in order (`None`: the context)."""
     keywords: dict[str, str | None]
     """Parameter name -> field name (`None`: the context) for the others."""
+
+
+class _JsonInput:
+    """A model look-alike whose validation returns the JSON form of the validated arguments.
+
+    A call's validated input is plain data, so a durable agent can save it, an approval
+    can show it and an executor can send it; the handler makes the typed arguments from
+    it again (`_FunctionRun`).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def validate_python(self, value: Any) -> Any:
+        return self._model.model_validate(value).model_dump(mode="json", by_alias=True)
+
+    def json_schema(self, mode: str = "validation") -> Any:
+        return self._model.model_json_schema(mode=mode)
 
 
 class _JsonOutput:
@@ -106,7 +129,7 @@ class _Definition:
             if parameter.annotation is inspect.Parameter.empty:
                 raise self.error(f"parameter {parameter.name!r} has no type annotation")
             field: str | None = None
-            if parameter.annotation is not ToolContext:
+            if parameter.annotation not in _CONTEXTS:
                 field, fields[field] = self._field(index, parameter)
             if parameter.kind is parameter.POSITIONAL_ONLY:
                 positional.append(field)
@@ -132,30 +155,63 @@ class _Definition:
             raise self.error(f"pydantic cannot model its return value: {error}") from error
 
 
-def _handler(fn: Callable[..., Any], parameters: _Parameters) -> Callable[[Any, ToolContext], Any]:
-    def run(value: Any, context: ToolContext) -> Any:
-        args = [context if f is None else getattr(value, f) for f in parameters.positional]
+class _FunctionRun:
+    """The tool's handler: the function called with typed arguments made from the input.
+
+    It pickles as its function alone (for an executor) and models the parameters again
+    where it is unpickled.
+    """
+
+    def __init__(self, fn: Callable[..., Any], parameters: _Parameters, model: Any) -> None:
+        self._fn = fn
+        self._parameters = parameters
+        self._model = model
+
+    def __call__(self, value: Any, context: Any) -> Any:
+        typed = self._model.model_validate(value)
+        parameters = self._parameters
+        args = [context if f is None else getattr(typed, f) for f in parameters.positional]
         kwargs = {
-            name: context if f is None else getattr(value, f)
+            name: context if f is None else getattr(typed, f)
             for name, f in parameters.keywords.items()
         }
-        return fn(*args, **kwargs)
+        return self._fn(*args, **kwargs)
 
-    return run
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _function_run, (self._fn,)
 
 
-def tool_from_function(fn: Callable[..., Any], *, description: str | None = None) -> AgentTool:
+def _function_run(fn: Callable[..., Any]) -> _FunctionRun:
+    """A function's handler, its input model made again (how `_FunctionRun` unpickles)."""
+    definition = _Definition(fn, _pydantic())
+    parameters = definition.parameters()
+    return _FunctionRun(fn, parameters, definition.input_model(parameters.fields))
+
+
+def tool_from_function(
+    fn: Callable[..., Any],
+    *,
+    description: str | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    replay: typing.Literal["safe", "unsafe"] = "unsafe",
+    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
+) -> AgentTool:
     """Define a tool from a typed function: its schemas come from the signature, via pydantic.
 
     The tool's input is an object with one property per parameter (its annotation and
     default; its description from the docstring's `Args:` section); unknown properties
-    are rejected. A parameter annotated `ToolContext` receives the tool context instead.
-    The output is checked against the return annotation and handed on in its JSON form
-    (a returned pydantic model becomes a dict).
+    are rejected. A parameter annotated `ToolContext` (or `RemoteToolContext`, with an
+    executor) receives the tool context instead. The validated input is the arguments'
+    JSON form (what a durable agent saves, an approval shows and `needs_approval` gets);
+    the function receives them typed. The output is checked against the return annotation
+    and handed on in its JSON form (a returned pydantic model becomes a dict).
 
     Args:
         fn: the function; every parameter and the return value need a type annotation.
         description: what the tool does; defaults to the docstring's first paragraph.
+        executor: as in `define_tool`: `fn` must pickle (a module-level function).
+        replay: as in `define_tool`.
+        needs_approval: as in `define_tool`.
 
     Raises:
         MissingExtraError: `TUBELESS_EXTRA_MISSING` when pydantic is not installed
@@ -163,7 +219,8 @@ def tool_from_function(fn: Callable[..., Any], *, description: str | None = None
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the function and
             what is missing, checked in this order: a parameter's annotation (or a
             `*args`/`**kwargs` parameter), the return annotation, a description; or a
-            type pydantic cannot model.
+            type pydantic cannot model; then what `define_tool` checks (the executor and
+            whether `fn` pickles, replay, needs_approval).
     """
     if not callable(fn):
         raise AgentDefinitionError("tool_from_function requires a function")
@@ -171,9 +228,13 @@ def tool_from_function(fn: Callable[..., Any], *, description: str | None = None
     parameters = definition.parameters()
     output = definition.output()
     text = definition.description(description)
+    model = definition.input_model(parameters.fields)
     return define_tool(
         description=text,
-        input_schema=definition.input_model(parameters.fields),
+        input_schema=_JsonInput(model),
         output_schema=output,
-        run=_handler(fn, parameters),
+        run=_FunctionRun(fn, parameters, model),
+        executor=executor,
+        replay=replay,
+        needs_approval=needs_approval,
     )
