@@ -29,7 +29,7 @@ from tubeless.cli._exit import ExitCode, one_line
 from tubeless.cli._failure import run_root_causes
 from tubeless.cli._interrupt import InterruptGuard
 from tubeless.cli._workbench_sources import resolve_target
-from tubeless.errors import CliLoadError, CliValidationError, MissingExtraError
+from tubeless.errors import CliLoadError, CliUsageError, MissingExtraError
 
 __all__ = ["INPUT_INVALID_CODE", "handle_batch"]
 
@@ -223,7 +223,7 @@ def handle_batch(arguments: argparse.Namespace) -> int:
 
     inputs, output = Path(arguments.inputs), Path(arguments.output)
     if inputs.resolve() == output.resolve():
-        raise CliValidationError(["--output must not be the --inputs file."])
+        raise CliUsageError(["--output must not be the --inputs file."])
     pipeline = _pipeline(arguments)
     rows = _read_done(output)
     if output.exists():

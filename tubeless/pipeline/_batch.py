@@ -62,7 +62,7 @@ class PipelineReference:
     module: str
     """The module's name in `sys.modules`."""
     attribute: str
-    """The module attribute holding the pipeline, or a command whose `.pipeline` it is."""
+    """The module attribute holding the pipeline."""
     path: str | None = None
     """The module's file, for a module that is not importable by name (a loaded script)."""
 
@@ -74,12 +74,11 @@ class PipelineReference:
             if self.path is None:
                 raise
             module = import_module_file(Path(self.path), self.module)
-        value = getattr(module, self.attribute)
-        return value if hasattr(value, "plan") else value.pipeline
+        return getattr(module, self.attribute)
 
     @classmethod
     def find(cls, pipeline: Any) -> PipelineReference:
-        """Find a module attribute that holds `pipeline` (or a command for it).
+        """Find a module attribute that holds `pipeline` itself.
 
         Raises:
             TypeError: when no loaded module holds it at module level.
@@ -89,7 +88,7 @@ class PipelineReference:
             if not isinstance(namespace, dict) or name == "__main__":
                 continue
             for attribute, value in list(namespace.items()):
-                if value is pipeline or getattr(value, "pipeline", None) is pipeline:
+                if value is pipeline:
                     path = getattr(module, "__file__", None)
                     return cls(name, attribute, None if path is None else str(path))
         raise TypeError(
