@@ -46,6 +46,7 @@ from tubeless.pipeline import (
     create_steps,
     define_pipeline,
     require_outputs,
+    run_many,
 )
 
 if _typing.TYPE_CHECKING:
@@ -117,6 +118,7 @@ __all__ = [
     "pipeline_tool",
     "reject",
     "require_outputs",
+    "run_many",
     "tool_from_function",
 ]
 

@@ -22,7 +22,14 @@ from tubeless._quote import quote
 from tubeless.cli._exit import error_named, one_line, waiting_calls
 from tubeless.errors import format_diagnostic
 
-__all__ = ["TRACEBACK_ENV", "failure_lines", "print_failure", "print_rejected", "want_traceback"]
+__all__ = [
+    "TRACEBACK_ENV",
+    "failure_lines",
+    "print_failure",
+    "print_rejected",
+    "run_root_causes",
+    "want_traceback",
+]
 
 TRACEBACK_ENV = "TUBELESS_TRACEBACK"
 """Set to `1` to print the root cause's traceback after a failed run."""
@@ -103,9 +110,14 @@ def root_causes(error: BaseException) -> list[_Root]:
     result = getattr(error, "result", None)
     if not error_named(error, "PipelineExecutionError") or result is None:
         return []
+    return run_root_causes(result)
+
+
+def run_root_causes(run: Any) -> list[_Root]:
+    """The errors that started the failure of `run` (a `PipelineRun`), each once."""
     unique: list[_Root] = []
     seen: set[int] = set()
-    for root in _roots(result, (), 0):
+    for root in _roots(run, (), 0):
         key = id(root.exception) if root.exception is not None else id(root.diagnostic)
         if key not in seen:
             seen.add(key)

@@ -13,6 +13,7 @@ from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._workbench_approvals import handle_approvals
+from tubeless.cli._workbench_batch import handle_batch
 from tubeless.cli._workbench_export import handle_export
 from tubeless.cli._workbench_history import handle_history
 from tubeless.cli._workbench_parser import get_parser
@@ -30,6 +31,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "history": handle_history,
     "export": handle_export,
     "approvals": handle_approvals,
+    "batch": handle_batch,
 }
 
 

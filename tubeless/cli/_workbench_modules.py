@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -15,11 +13,13 @@ from tubeless.cli._command import PipelineCommand
 from tubeless.cli._exit import ExitCode, error_named, one_line
 from tubeless.cli._project import Project
 from tubeless.errors import CliLoadError
+from tubeless.pipeline.lowlevel import import_module_file
 
 __all__ = [
     "import_file",
     "is_pipeline",
     "module_exports",
+    "module_name",
     "select_command",
     "select_plan_source",
     "select_project",
@@ -27,7 +27,8 @@ __all__ = [
 ]
 
 
-def _module_name(path: Path) -> str:
+def module_name(path: Path) -> str:
+    """The `sys.modules` name of a module file loaded by the CLI (stable per path)."""
     digest = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:12]
     stem = re.sub(r"\W", "_", path.stem)
     return f"_tubeless_loaded_{stem}_{digest}"
@@ -42,26 +43,12 @@ def import_file(path: Path) -> ModuleType:
     """
     if not path.is_file():
         raise CliLoadError(f"Module file not found: {path}")
-    name = _module_name(path)
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise CliLoadError(f"Cannot import {path}: not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Like `python FILE`: sibling modules of the file are importable from it.
-    directory = str(path.parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return import_module_file(path, module_name(path))
     except (Exception, SystemExit) as error:
-        sys.modules.pop(name, None)
         if error_named(error, "PipelineDefinitionError"):
             raise CliLoadError(one_line(error), exit_code=ExitCode.DEFINITION) from error
         raise CliLoadError(f"Cannot import {path}: {one_line(error)}") from error
-    return module
 
 
 def module_exports(module: ModuleType) -> dict[str, Any]:

@@ -25,6 +25,7 @@ COMMAND_HELP = {
     "history": "Show runs recorded in a SQLite store or an NDJSON trace.",
     "export": "Send recorded runs to an observability backend (export otel: OTLP/HTTP).",
     "approvals": "List the tool calls of durable agents that wait for approval.",
+    "batch": "Run a pipeline once per line of a JSON-lines file, resumably.",
 }
 """One sentence per command, as the top-level help lists them."""
 
@@ -319,4 +320,43 @@ def get_parser() -> StrictArgumentParser:
         add(commands)
     _add_export(commands)
     _add_approvals(commands)
+    _add_batch(commands)
     return parser
+
+
+def _add_batch(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "batch",
+        help=COMMAND_HELP["batch"],
+        description=COMMAND_HELP["batch"] + " Each input line is a JSON object, the options "
+        "of one run; its index is its 0-based line number. A result line (index, status, "
+        "and the value or the error's code and message) is appended to the output as each "
+        "run ends; running the same command again skips the indices the output holds, and "
+        "a durable agent resumes inputs that were cut off. At the end the output is "
+        "rewritten in index order and a summary is printed. Exit 0 only when every input "
+        "completed, 6 otherwise, 7 when interrupted.",
+    )
+    _add_source_options(parser, kind="pipeline or pipeline command")
+    parser.add_argument(
+        "--inputs", metavar="PATH", required=True, help="Read one JSON object per line."
+    )
+    parser.add_argument(
+        "--output", metavar="PATH", required=True, help="Append one JSON result line per input."
+    )
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=_positive_int,
+        help="Runs in flight at once (default: 8 threads, or the cluster's worker threads).",
+    )
+    parser.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="Run on the Dask cluster whose scheduler is at ADDRESS (extra 'dask'); the "
+        "workers import the pipeline's file.",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="Append every run's trace records to the SQLite store at PATH.",
+    )

@@ -3,6 +3,7 @@
 from tubeless._fingerprint import fingerprint
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._types import ContextLike, ControlsLike, Hook, HooksLike
+from tubeless.pipeline._batch import run_many
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
 from tubeless.pipeline._handler_context import ExecutionContext, StepContext, StepLogger
@@ -58,6 +59,7 @@ __all__ = [
     "render_mermaid",
     "render_plan",
     "require_outputs",
+    "run_many",
     "run_status",
 ]
 

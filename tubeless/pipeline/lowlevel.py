@@ -34,11 +34,14 @@ What it promises, for as long as a name is listed here:
   in order, at most `concurrency` at once, the caller being one of the workers, and
   drains started items before it returns; helper threads join only once an item keeps
   the batch busy. A `LazyPool` keeps those threads across batches until `close()`.
+- Loading. `import_module_file(path, name)` imports a Python file as module `name`, once
+  per process (the CLI's module files; a batch worker importing a pipeline by file).
 - Cancellation. `raise_if_cancelled(signal)` raises `RunCancelledError` with
   `cancellation_message(signal)` once the run's signal is set; `is_cancellation(error,
   signal)` tells cancellation from failure by the error itself.
 """
 
+from tubeless.pipeline._batch import import_module_file
 from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
 from tubeless.pipeline._child_runs import (
     IterationRunner,
@@ -73,6 +76,7 @@ __all__ = [
     "child_failure",
     "clean_text",
     "execution_key_of",
+    "import_module_file",
     "is_cancellation",
     "item_key_of",
     "observed",

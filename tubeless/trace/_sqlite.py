@@ -8,6 +8,7 @@ read back equals, field for field and type for type, the record written.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import sqlite3
@@ -491,6 +492,11 @@ class SqliteTraceStore:
         self._raise_if_failed()
         if self._closed:
             raise TraceSinkError(f"Trace store {self._path} is closed")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A store travels as its path (to a batch's worker process, say): the other
+        # process opens its own connection; buffered records stay with this one.
+        return functools.partial(SqliteTraceStore, read_only=self._read_only), (str(self._path),)
 
     def __enter__(self) -> SqliteTraceStore:
         return self
