@@ -318,3 +318,32 @@ def test_context_refuses_something_else_as_a_cassette() -> None:
     """`context={"cassette": ...}` takes only a cassette."""
     with pytest.raises(TypeError, match="cassette"):
         _agent(Counting(SCRIPT)).run({"task": "t"}, context={"cassette": "run.json"})
+
+
+def test_a_resumed_durable_execution_is_refused(tmp_path: pathlib.Path) -> None:
+    """A durable execution that resumes from its journal cannot be recorded mid-way."""
+    from tubeless.agent import Durability
+    from tubeless.testing import MemoryCheckpointStore
+
+    store = MemoryCheckpointStore()
+    blocked = threading.Event()
+
+    def stop_once(value: str, context: Any) -> str:
+        if not blocked.is_set():
+            blocked.set()
+            raise RuntimeError("crash")
+        return value
+
+    def durable() -> Any:
+        return _agent(
+            Counting(SCRIPT),
+            _tools(stop_once),
+            implementation_version="1",
+            durability=Durability(store=store, key=lambda options: "k"),
+        )
+
+    assert durable().run({"task": "t"}).status == "failed"
+    run = _run(durable(), Cassette(tmp_path / "run.json"))
+    error = _cause(run)
+    assert isinstance(error, CassetteError) and "resumes from its journal" in str(error)
+    assert not (tmp_path / "run.json").exists()

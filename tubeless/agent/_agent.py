@@ -44,6 +44,7 @@ from tubeless.agent._turn import (
 from tubeless.errors import (
     AgentDefinitionError,
     ApprovalRequiredError,
+    CassetteError,
     ToolError,
     pending_approvals_of,
 )
@@ -203,6 +204,17 @@ def _options_fingerprint(options: Any) -> str:
         return fingerprint(repr(options))
 
 
+def _refuse_resumed_cassette(journal: AgentJournal, session: Any) -> None:
+    """A cassette holds a run from its first turn: a durable execution that resumes from
+    its journal would record (or replay) only its tail."""
+    if session is not None and journal.saved_execution() is not None:
+        raise CassetteError(
+            "A cassette records or replays an agent run from its first turn, but this "
+            f"durable execution of {quote(journal.agent_path)} resumes from its journal: "
+            "use a new execution key"
+        )
+
+
 class AgentStep:
     """Step `agent`: own the initial state, then iterate turns until one finishes."""
 
@@ -331,6 +343,7 @@ class AgentStep:
     ) -> Any:
         runtime = self._runtime
         if journal is not None:
+            _refuse_resumed_cassette(journal, session)
             finished, result = journal.saved_result()
             if finished:
                 return result
