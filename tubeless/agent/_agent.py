@@ -13,6 +13,7 @@ from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback
 from tubeless.agent._approvals import check_against, check_approvals, document_pending
 from tubeless.agent._budget import Budget
 from tubeless.agent._calls import CallsStep
+from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import (
     AGENT_DEFINITIONS,
     APPROVAL_AGENTS,
@@ -44,7 +45,6 @@ from tubeless.agent._turn import (
 from tubeless.errors import (
     AgentDefinitionError,
     ApprovalRequiredError,
-    CassetteError,
     ToolError,
     pending_approvals_of,
 )
@@ -204,17 +204,6 @@ def _options_fingerprint(options: Any) -> str:
         return fingerprint(repr(options))
 
 
-def _refuse_resumed_cassette(journal: AgentJournal, session: Any) -> None:
-    """A cassette holds a run from its first turn: a durable execution that resumes from
-    its journal would record (or replay) only its tail."""
-    if session is not None and journal.saved_execution() is not None:
-        raise CassetteError(
-            "A cassette records or replays an agent run from its first turn, but this "
-            f"durable execution of {quote(journal.agent_path)} resumes from its journal: "
-            "use a new execution key"
-        )
-
-
 class AgentStep:
     """Step `agent`: own the initial state, then iterate turns until one finishes."""
 
@@ -263,7 +252,9 @@ class AgentStep:
         with cassette.session() as session:
             return self._call(inputs, context, session)
 
-    def _call(self, inputs: Mapping[str, Any], context: StepContext, session: Any) -> Any:
+    def _call(
+        self, inputs: Mapping[str, Any], context: StepContext, session: CassetteSession | None
+    ) -> Any:
         delegation = delegation_of(context)
         owned, journal = self._journal(context, delegation)
         try:
@@ -291,7 +282,7 @@ class AgentStep:
         context: StepContext,
         delegation: Delegation | None,
         journal: AgentJournal | None,
-        session: Any,
+        session: CassetteSession | None,
     ) -> Invocation:
         """The invocation's budget (restored from the journal) and its stable ids."""
         limits = self._runtime.limits
@@ -339,11 +330,12 @@ class AgentStep:
         context: StepContext,
         delegation: Delegation | None,
         journal: AgentJournal | None,
-        session: Any,
+        session: CassetteSession | None,
     ) -> Any:
         runtime = self._runtime
         if journal is not None:
-            _refuse_resumed_cassette(journal, session)
+            if session is not None:
+                session.refuse_resumed(journal.agent_path, journal.saved_execution() is not None)
             finished, result = journal.saved_result()
             if finished:
                 return result

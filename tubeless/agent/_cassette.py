@@ -1,6 +1,6 @@
 """Record an agent run's decisions and outcomes to a file, and replay them without a model.
 
-`Cassette` is what users hold and pass as `context={"cassette": ...}`; a `_Session` is one
+`Cassette` is what users hold and pass as `context={"cassette": ...}`; a `CassetteSession` is one
 run's use of it (opened by the outermost agent, shared by every agent of the tree through
 the run context); a `Tape` is one agent invocation's view of the session, at its path. The
 document's shape and checks live in `_cassette_document.py`; this module reads and writes
@@ -85,7 +85,7 @@ class Cassette:
         self.document: CassetteDocument | None = None
         """What the last completed run recorded or replayed (`None` before one)."""
         self._lock = threading.Lock()
-        self._session: _Session | None = None
+        self._session: CassetteSession | None = None
 
     def __repr__(self) -> str:
         return f"Cassette({str(self.path)!r}, mode={self.mode!r}, tools={self.tools!r})"
@@ -113,7 +113,7 @@ class Cassette:
         return self.mode == "replay" or (self.mode == "auto" and self.path.exists())
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[_Session]:
+    def session(self) -> Iterator[CassetteSession]:
         """One agent invocation's share of the run's session (internal).
 
         The outermost invocation opens the session; when it ends without an error the
@@ -123,7 +123,7 @@ class Cassette:
             session = self._session
             if session is None:
                 replaying = self.load() if self._replays() else None
-                session = self._session = _Session(replaying, self.tools)
+                session = self._session = CassetteSession(replaying, self.tools)
             session.depth += 1
         failed = True
         try:
@@ -167,7 +167,7 @@ class Cassette:
             ) from error
 
 
-class _Session:
+class CassetteSession:
     """One run's use of a cassette, shared by every agent of the tree (thread-safe)."""
 
     def __init__(self, replaying: CassetteDocument | None, tools: CassetteTools) -> None:
@@ -179,6 +179,16 @@ class _Session:
         self._outcomes: dict[tuple[str, int], list[Any]] = {}
         self._used: set[tuple[str, int]] = set()
         self.divergence: ReplayDivergedError | None = None
+
+    def refuse_resumed(self, path: str, resumed: bool) -> None:
+        """A cassette holds a run from its first turn: a durable execution that resumes
+        from its journal would record (or replay) only its tail."""
+        if resumed:
+            raise CassetteError(
+                "A cassette records or replays an agent run from its first turn, but this "
+                f"durable execution of {quote(path)} resumes from its journal: use a new "
+                "execution key"
+            )
 
     def tape(self, path: str) -> Tape:
         """The view of this session for the agent at `path`."""
@@ -254,7 +264,7 @@ class Tape:
 
     __slots__ = ("_session", "path", "replaying")
 
-    def __init__(self, session: _Session, path: str) -> None:
+    def __init__(self, session: CassetteSession, path: str) -> None:
         self._session = session
         self.path = path
         """The agent's path from the root."""
