@@ -347,3 +347,18 @@ def test_a_resumed_durable_execution_is_refused(tmp_path: pathlib.Path) -> None:
     error = _cause(run)
     assert isinstance(error, CassetteError) and "resumes from its journal" in str(error)
     assert not (tmp_path / "run.json").exists()
+
+
+@pytest.mark.parametrize("word", ["héllo wörld ✓", "lone \udc80 surrogate"])
+def test_any_text_round_trips(tmp_path: pathlib.Path, word: str) -> None:
+    """Non-ASCII text stays readable in the file, and even a lone surrogate replays."""
+    path = tmp_path / "text.json"
+    script = [
+        {"kind": "continue", "calls": [{"id": "a", "tool": "shout", "input": word}]},
+        {"kind": "finish", "result": "done"},
+    ]
+    assert _run(_agent(Counting(script)), Cassette(path)).status == "completed"
+    text = path.read_text("utf-8")
+    assert ("héllo" in text) == word.startswith("h")
+    replayed = _run(_agent(Counting([])), Cassette(path))
+    assert replayed.status == "completed", replayed.to_dict()["errors"]

@@ -183,8 +183,18 @@ class CassetteDocument:
         return {"tubelessCassette": FORMAT, "agents": [agent.to_dict() for agent in self.agents]}
 
     def to_text(self) -> str:
-        """The file's text: indented JSON with sorted keys, ending in a newline."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        """The file's text: indented JSON with sorted keys, ending in a newline.
+
+        Text stays readable (not `\\u`-escaped) unless it holds a lone surrogate, which
+        UTF-8 cannot carry: then every non-ASCII character is escaped.
+        """
+        value = self.to_dict()
+        text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(value, indent=2, sort_keys=True)
+        return text + "\n"
 
     @classmethod
     def from_dict(cls, value: Any) -> CassetteDocument:
