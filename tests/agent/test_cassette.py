@@ -362,3 +362,16 @@ def test_any_text_round_trips(tmp_path: pathlib.Path, word: str) -> None:
     assert ("héllo" in text) == word.startswith("h")
     replayed = _run(_agent(Counting([])), Cassette(path))
     assert replayed.status == "completed", replayed.to_dict()["errors"]
+
+
+@pytest.mark.parametrize("tools", ["live", "replay"])
+def test_an_outcome_of_another_tool_diverges(tmp_path: pathlib.Path, tools: Any) -> None:
+    """A recorded outcome whose tool is not the call's names the call and both tools."""
+    path = tmp_path / "run.json"
+    _run(_agent(Counting(SCRIPT)), Cassette(path))
+    document = json.loads(path.read_text("utf-8"))
+    document["agents"][0]["turns"][0]["outcomes"][1]["tool"] = "whisper"
+    path.write_text(json.dumps(document), "utf-8")
+    error = _diverged(_run(_agent(Counting([])), Cassette(path, tools=tools)))
+    assert (error.agent_path, error.turn, error.call_id) == ("root", 1, "b")
+    assert "'shout', recorded 'whisper'" in error.difference
