@@ -375,3 +375,22 @@ def test_an_outcome_of_another_tool_diverges(tmp_path: pathlib.Path, tools: Any)
     error = _diverged(_run(_agent(Counting([])), Cassette(path, tools=tools)))
     assert (error.agent_path, error.turn, error.call_id) == ("root", 1, "b")
     assert "'shout', recorded 'whisper'" in error.difference
+
+
+def test_an_agent_inside_a_pipeline_shares_the_cassette(tmp_path: pathlib.Path) -> None:
+    """A cassette given to an outer pipeline reaches the agent it runs as a child."""
+    from tubeless.pipeline import create_steps, define_pipeline
+
+    def outer(decide: Any) -> Any:
+        step = create_steps().from_pipeline(
+            "ask", pipeline=_agent(decide), map_options=lambda inputs, context: {"task": "t"}
+        )
+        return define_pipeline(id="outer", steps=[step], finalize=step)
+
+    path = tmp_path / "outer.json"
+    decide = Counting(SCRIPT)
+    assert outer(decide).run_or_raise(context={"cassette": Cassette(path)}) == "done"
+    assert CassetteDocument.from_text(path.read_text("utf-8")).agents[0].path == "root"
+    replay = Counting([])
+    assert outer(replay).run_or_raise(context={"cassette": Cassette(path)}) == "done"
+    assert decide.calls == 2 and replay.calls == 0
