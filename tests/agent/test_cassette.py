@@ -394,3 +394,33 @@ def test_an_agent_inside_a_pipeline_shares_the_cassette(tmp_path: pathlib.Path) 
     replay = Counting([])
     assert outer(replay).run_or_raise(context={"cassette": Cassette(path)}) == "done"
     assert decide.calls == 2 and replay.calls == 0
+
+
+def test_a_durable_agent_records_and_replays_with_fresh_keys(tmp_path: pathlib.Path) -> None:
+    """A durable agent journals as usual while a cassette records or replays it."""
+    from tubeless.agent import Durability
+    from tubeless.testing import MemoryCheckpointStore
+
+    store = MemoryCheckpointStore()
+
+    def durable(decide: Any, key: str) -> Any:
+        return _agent(
+            decide,
+            implementation_version="1",
+            durability=Durability(store=store, key=lambda options: key),
+        )
+
+    path = tmp_path / "durable.json"
+    assert (
+        durable(Counting(SCRIPT), "first").run_or_raise(
+            {"task": "t"}, context={"cassette": Cassette(path)}
+        )
+        == "done"
+    )
+    replay = Counting([])
+    assert (
+        durable(replay, "second").run_or_raise({"task": "t"}, context={"cassette": Cassette(path)})
+        == "done"
+    )
+    assert replay.calls == 0
+    assert store.checkpoint("first") is not None and store.checkpoint("second") is not None
