@@ -39,6 +39,7 @@ ALLOWED = {
         "_version",
     },
     "__main__": {"cli"},
+    "pytest_plugin": {"testing"},
 }
 # Modules every part may import: they import nothing of tubeless at run time.
 # `_quote` bounds the outside values every message quotes.
@@ -53,6 +54,7 @@ CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "opentelemetry": "trace/otel/",
     "requests": None,
     "pydantic": "agent/_function_tools.py",
+    "pytest": "pytest_plugin.py",
 }
 
 

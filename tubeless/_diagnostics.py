@@ -86,6 +86,8 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_APPROVAL_MISSING",
     "TUBELESS_AGENT_APPROVAL_INVALID_EDIT",
     "TUBELESS_AGENT_CALL_REJECTED",
+    "TUBELESS_CASSETTE_INVALID",
+    "TUBELESS_REPLAY_DIVERGED",
 )
 """Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
 

@@ -18,6 +18,8 @@ from tubeless.agent._approvals import (
     edit,
     reject,
 )
+from tubeless.agent._cassette import Cassette, CassetteMode, CassetteTools
+from tubeless.agent._cassette_document import CassetteDocument, RecordedAgent, RecordedTurn
 from tubeless.agent._checkpoint_store import (
     CheckpointLease,
     CheckpointStore,
@@ -39,6 +41,10 @@ __all__ = [
     "AgentTool",
     "Approval",
     "ApprovalRequiredError",
+    "Cassette",
+    "CassetteDocument",
+    "CassetteMode",
+    "CassetteTools",
     "CheckpointLease",
     "CheckpointStore",
     "ContinueDecision",
@@ -49,6 +55,8 @@ __all__ = [
     "FinishDecision",
     "InitialStateCallback",
     "PendingApproval",
+    "RecordedAgent",
+    "RecordedTurn",
     "ReduceCallback",
     "RemoteSignal",
     "RemoteToolContext",

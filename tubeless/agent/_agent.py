@@ -13,6 +13,7 @@ from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback
 from tubeless.agent._approvals import check_against, check_approvals, document_pending
 from tubeless.agent._budget import Budget
 from tubeless.agent._calls import CallsStep
+from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import (
     AGENT_DEFINITIONS,
     APPROVAL_AGENTS,
@@ -58,6 +59,7 @@ from tubeless.pipeline import (
 from tubeless.pipeline.lowlevel import (
     IterationRunner,
     approvals_of,
+    cassette_of,
     execution_key_of,
     is_cancellation,
     observed,
@@ -244,10 +246,19 @@ class AgentStep:
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         raise_if_cancelled(context.signal)
+        cassette = cassette_of(context)
+        if cassette is None or context.dry_run:
+            return self._call(inputs, context, None)
+        with cassette.session() as session:
+            return self._call(inputs, context, session)
+
+    def _call(
+        self, inputs: Mapping[str, Any], context: StepContext, session: CassetteSession | None
+    ) -> Any:
         delegation = delegation_of(context)
         owned, journal = self._journal(context, delegation)
         try:
-            return self._invoke(inputs, context, delegation, journal)
+            return self._invoke(inputs, context, delegation, journal, session)
         except Exception as error:
             if journal is not None:
                 # A cancelled execution stays resumable: save progress, never a failure.
@@ -267,7 +278,11 @@ class AgentStep:
                 owned.close()
 
     def _invocation(
-        self, context: StepContext, delegation: Delegation | None, journal: AgentJournal | None
+        self,
+        context: StepContext,
+        delegation: Delegation | None,
+        journal: AgentJournal | None,
+        session: CassetteSession | None,
     ) -> Invocation:
         """The invocation's budget (restored from the journal) and its stable ids."""
         limits = self._runtime.limits
@@ -297,6 +312,7 @@ class AgentStep:
             journal=journal,
             execution_id=execution_id,
             agent_path=agent_path,
+            tape=session.tape(agent_path) if session is not None else None,
         )
 
     def _first(self, context: StepContext, journal: AgentJournal | None) -> Execution | None:
@@ -314,16 +330,19 @@ class AgentStep:
         context: StepContext,
         delegation: Delegation | None,
         journal: AgentJournal | None,
+        session: CassetteSession | None,
     ) -> Any:
         runtime = self._runtime
         if journal is not None:
+            if session is not None:
+                session.refuse_resumed(journal.agent_path, journal.saved_execution() is not None)
             finished, result = journal.saved_result()
             if finished:
                 return result
             failure = journal.saved_failure()
             if failure is not None:
                 raise failure
-        invocation = self._invocation(context, delegation, journal)
+        invocation = self._invocation(context, delegation, journal, session)
         restored = self._first(context, journal)
 
         def first(_inputs: Any, _context: Any) -> Execution:
@@ -443,7 +462,7 @@ def define_agent(
         reduce=reduce,
         dry_run=dry_run,
         durability=durability,
-        replay_pipeline=_replay_pipeline(id) if durability is not None else None,
+        replay_pipeline=_replay_pipeline(id),
     )
     turn = _turn_pipeline(id, runtime)
     factory = create_steps(options_schema)

@@ -18,6 +18,7 @@ from tubeless.agent._approvals import (
     waiting,
 )
 from tubeless.agent._budget import Budget
+from tubeless.agent._cassette import Tape
 from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
 from tubeless.agent._journal import AgentJournal, Durability
@@ -50,7 +51,7 @@ class AgentRuntime:
     dry_run: Callable[[Any, DecisionContext], Any] | None
     durability: Durability | None = None
     replay_pipeline: Pipeline | None = None
-    """Records a reused or interrupted call in traces (run only when observed)."""
+    """Records a reused, replayed or interrupted call in traces (run only when observed)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,6 +85,7 @@ class Invocation:
         "execution_id",
         "journal",
         "options",
+        "tape",
     )
 
     def __init__(
@@ -95,6 +97,7 @@ class Invocation:
         journal: AgentJournal | None = None,
         execution_id: str,
         agent_path: str,
+        tape: Tape | None = None,
     ) -> None:
         self.agent_run_id = agent_run_id
         self.options = options
@@ -103,6 +106,8 @@ class Invocation:
         """The agent's node in the durable journal (`None` when not durable)."""
         self.execution_id = execution_id
         self.agent_path = agent_path
+        self.tape = tape
+        """The agent's view of the run's cassette (`None` without one, or in a dry run)."""
         self._pool: LazyPool | None = None
         self._lock = threading.Lock()
 
@@ -185,9 +190,7 @@ class DecideStep:
             capabilities=runtime.capabilities,
             result_json_schema=runtime.result_json_schema,
         )
-        with invocation.budget.permit(signal):
-            raise_if_cancelled(signal)
-            raw = callback(execution.state, view)
+        raw = _ask(callback, execution, invocation, view)
         decision = parse_decision(raw)
         raise_if_cancelled(signal)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
@@ -209,11 +212,14 @@ class DecideStep:
                 runtime.result_schema, decision.result, "Agent finish result"
             )
             raise_if_cancelled(signal)
+            _record(invocation, execution.turn, {"kind": "finish", "result": decision.result})
             if journal is not None:
                 journal.finished(result)
             return PreparedFinish(result)
         self._admit(execution, invocation, len(batch))
         prepared = self._prepare(decision, context, invocation.budget)
+        calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
+        _record(invocation, execution.turn, {"kind": "continue", "calls": calls})
         if journal is not None:
             waits = self._waiting(prepared, view, invocation.agent_run_id)
             # The calls step starts this many at once (see `run_lazily`); none when a call
@@ -386,6 +392,28 @@ class DecideStep:
         plan = self._runtime.tool_pipelines[call.tool].plan(controls)
         check_child_plan(call.tool, plan)
         return PreparedCall(call.id, call.tool, options, plan, child_plan)
+
+
+def _ask(
+    callback: Callable[[Any, DecisionContext], Any],
+    execution: Execution,
+    invocation: Invocation,
+    view: DecisionContext,
+) -> Any:
+    """The turn's raw decision: from the cassette when replaying, else from `callback`."""
+    tape = invocation.tape
+    if tape is not None and tape.replaying:
+        return tape.decision(execution.turn)
+    signal = view.signal
+    with invocation.budget.permit(signal):
+        raise_if_cancelled(signal)
+        return callback(execution.state, view)
+
+
+def _record(invocation: Invocation, turn: int, decision: Mapping[str, Any]) -> None:
+    """Keep a validated decision on the cassette, when one records the run."""
+    if invocation.tape is not None:
+        invocation.tape.record_decision(turn, decision)
 
 
 def _require_plain(value: Any, label: str) -> None:

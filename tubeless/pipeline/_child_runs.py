@@ -126,6 +126,11 @@ def approvals_of(context: ExecutionContext) -> Mapping[str, Any] | None:
     return scope_of(context).approvals
 
 
+def cassette_of(context: ExecutionContext) -> Any:
+    """The cassette given in the root run's context (child runs share it), or `None`."""
+    return scope_of(context).cassette
+
+
 def item_key_of(context: ExecutionContext) -> str | None:
     """The item key of the run behind `context` (`None` for a root run)."""
     return scope_of(context).item_key

@@ -84,6 +84,7 @@ def _scope_for_root(
         channel=channel,
         execution_key=context.execution_key,
         approvals=context.approvals,
+        cassette=context.cassette,
     ), hooks
 
 
@@ -109,6 +110,7 @@ def _scope_for_child(
         cwd=parent.cwd,
         dry_run=dry_run,
         channel=parent.channel,
+        cassette=parent.cassette,
     )
 
 

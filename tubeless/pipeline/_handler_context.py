@@ -80,6 +80,7 @@ class RunScope:
     options: Any = None
     execution_key: str | None = None
     approvals: Mapping[str, Any] | None = None
+    cassette: Any = None
     _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
 
     def next_attempt_id(self) -> str:
