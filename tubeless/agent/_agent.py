@@ -10,8 +10,9 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
+from tubeless._usage import Usage
 from tubeless.agent._approvals import check_against, check_approvals, document_pending
-from tubeless.agent._budget import Budget
+from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._delegate import (
     AGENT_DEFINITIONS,
@@ -60,6 +61,7 @@ from tubeless.pipeline.lowlevel import (
     approvals_of,
     execution_key_of,
     is_cancellation,
+    meter_usage,
     observed,
     raise_if_cancelled,
 )
@@ -285,6 +287,7 @@ class AgentStep:
         ids = delegation.ids if delegation is not None else None
         if journal is not None:
             budget.calls, budget.decisions = journal.totals()
+            budget.input_tokens, budget.output_tokens, budget.cost = journal.usage_totals()
             execution_id, agent_path = journal.execution_id, journal.agent_path
         elif ids is not None:
             execution_id, agent_path = ids.id, f"{ids.agent}/{ids.turn}/{ids.call}"
@@ -317,6 +320,13 @@ class AgentStep:
     ) -> Any:
         runtime = self._runtime
         if journal is not None:
+            saved = journal.usage_totals()
+            meter_usage(
+                context,
+                lambda: Usage(
+                    input_tokens=saved[0], output_tokens=saved[1], cost=plain_cost(saved[2])
+                ),
+            )
             finished, result = journal.saved_result()
             if finished:
                 return result
@@ -324,6 +334,7 @@ class AgentStep:
             if failure is not None:
                 raise failure
         invocation = self._invocation(context, delegation, journal)
+        meter_usage(context, invocation.budget.usage)
         restored = self._first(context, journal)
 
         def first(_inputs: Any, _context: Any) -> Execution:

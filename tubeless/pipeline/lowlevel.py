@@ -18,6 +18,8 @@ What it promises, for as long as a name is listed here:
   of a report built only to be discarded.
   `execution_key_of(context)` is the durable execution key given in the root run's context,
   `approvals_of(context)` the approval decisions given there.
+  `meter_usage(context, read)` makes the run's report carry `read()` as its `usage`
+  (read once, when the report is made; the agent layer meters its budgets this way).
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
   tell which call of its parent started it.
   `child_failure(pipeline, plan, run)` is the `PipelineExecutionError` a parent raises
@@ -46,6 +48,7 @@ from tubeless.pipeline._child_runs import (
     child_failure,
     execution_key_of,
     item_key_of,
+    meter_usage,
     observed,
     run_child_pipeline,
     run_child_value,
@@ -75,6 +78,7 @@ __all__ = [
     "execution_key_of",
     "is_cancellation",
     "item_key_of",
+    "meter_usage",
     "observed",
     "raise_if_cancelled",
     "run_child_pipeline",
