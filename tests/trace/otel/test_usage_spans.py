@@ -18,7 +18,6 @@ def _decide(state: Any, context: Any) -> Any:
 
 def test_decide_spans_carry_the_gen_ai_usage_of_their_turn(spans: Any) -> None:
     """Turn 1's decide span has 120 in / 30 out, turn 2's 240 in / 30 out (in-memory export)."""
-
     echo = define_tool(
         description="Echo", input_schema={}, output_schema={}, run=lambda value, context: value
     )
