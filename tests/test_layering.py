@@ -41,7 +41,8 @@ ALLOWED = {
     "__main__": {"cli"},
 }
 # Modules every part may import: they import nothing of tubeless at run time.
-# `_quote` bounds the outside values every message quotes.
+# `_quote` bounds the outside values every message quotes; `_usage` is the `Usage` a run
+# report carries, metered by the agent layer above the pipeline core.
 LEAVES = {"_public", "_types", "_quote", "_usage"}
 ALLOWED["_quote"] = set()
 ALLOWED["_usage"] = set()

@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
 INVALID_USAGE_CODE = "TUBELESS_AGENT_INVALID_USAGE"
 
 _Amounts = tuple[int, int, Decimal]
+_NO_COST = Decimal(0)
 
 
 def _invalid(message: str) -> AgentError:
@@ -126,7 +127,7 @@ class UsageLedger:
         """Whether anything was reserved or reported (then the attempt records usage)."""
         self._input_tokens = 0
         self._output_tokens = 0
-        self._cost = Decimal(0)
+        self._cost = _NO_COST
         self.breach: AgentLimitError | None = None
         """The first limit a settlement or report broke."""
 
