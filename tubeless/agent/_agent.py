@@ -320,13 +320,10 @@ class AgentStep:
     ) -> Any:
         runtime = self._runtime
         if journal is not None:
-            saved = journal.usage_totals()
-            meter_usage(
-                context,
-                lambda: Usage(
-                    input_tokens=saved[0], output_tokens=saved[1], cost=plain_cost(saved[2])
-                ),
-            )
+            # A finished or failed execution reports what its journal says it spent.
+            tokens_in, tokens_out, cost = journal.usage_totals()
+            spent = Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost=plain_cost(cost))
+            meter_usage(context, lambda: spent)
             finished, result = journal.saved_result()
             if finished:
                 return result
