@@ -88,6 +88,7 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_CALL_REJECTED",
     "TUBELESS_CASSETTE_INVALID",
     "TUBELESS_REPLAY_DIVERGED",
+    "TUBELESS_AGENT_INVALID_USAGE",
 )
 """Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
 

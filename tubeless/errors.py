@@ -21,7 +21,7 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── TraceExportError           an OTLP endpoint did not take the exported spans
     │   ├── MissingExtraError          an optional extra is not installed; `.extra` (ImportError)
     │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
-    │   ├── AgentError                 a model decision or state was rejected at run time
+    │   ├── AgentError                 a model decision, state or usage amount was rejected
     │   │   ├── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
     │   │   └── ApprovalRequiredError  calls wait for a person's approval; `.pending_approvals`
     │   ├── CassetteError              a cassette file is missing, unreadable or malformed
@@ -348,17 +348,25 @@ class AgentLimitError(AgentError):
     """An agent limit was exhausted; the numbers are attributes too.
 
     `scope` is the run id of the agent whose budget refused (in a tree of subagents, an
-    ancestor's budget may refuse a descendant's batch).
+    ancestor's budget may refuse a descendant's batch). For a usage limit (`max_cost`,
+    `max_*_tokens`) `consumed` counts what is spent and reserved so far, and the numbers
+    of `max_cost` may be floats.
     """
 
     limit: str
-    bound: int
-    consumed: int
-    requested: int
+    bound: int | float
+    consumed: int | float
+    requested: int | float
     scope: str
 
     def __init__(
-        self, limit: str, *, bound: int, consumed: int, requested: int, scope: str
+        self,
+        limit: str,
+        *,
+        bound: int | float,
+        consumed: int | float,
+        requested: int | float,
+        scope: str,
     ) -> None:
         self.limit = limit
         self.bound = bound

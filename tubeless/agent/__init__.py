@@ -1,4 +1,4 @@
-"""The agent harness: tools, limits and a bounded decide -> calls -> reduce loop."""
+"""The agent harness: tools, limits, usage budgets and a bounded decide -> calls -> reduce loop."""
 
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._types import (
@@ -9,6 +9,7 @@ from tubeless._types import (
     ToolDryRun,
     ToolHandler,
 )
+from tubeless._usage import Usage
 from tubeless.agent._agent import define_agent
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._approvals import (
@@ -33,6 +34,7 @@ from tubeless.agent._pipeline_tool import pipeline_tool
 from tubeless.agent._remote import RemoteSignal, RemoteToolContext
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
+from tubeless.agent._usage_ledger import UsageReservation
 from tubeless.errors import ApprovalRequiredError, PendingApproval, ToolError
 
 __all__ = [
@@ -66,6 +68,8 @@ __all__ = [
     "ToolDryRun",
     "ToolError",
     "ToolHandler",
+    "Usage",
+    "UsageReservation",
     "approve",
     "checkpoint_pending_approvals",
     "define_agent",

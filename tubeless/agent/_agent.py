@@ -10,8 +10,9 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
+from tubeless._usage import Usage
 from tubeless.agent._approvals import check_against, check_approvals, document_pending
-from tubeless.agent._budget import Budget
+from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import (
@@ -62,6 +63,7 @@ from tubeless.pipeline.lowlevel import (
     cassette_of,
     execution_key_of,
     is_cancellation,
+    meter_usage,
     observed,
     raise_if_cancelled,
 )
@@ -300,6 +302,7 @@ class AgentStep:
         ids = delegation.ids if delegation is not None else None
         if journal is not None:
             budget.calls, budget.decisions = journal.totals()
+            budget.input_tokens, budget.output_tokens, budget.cost = journal.usage_totals()
             execution_id, agent_path = journal.execution_id, journal.agent_path
         elif ids is not None:
             execution_id, agent_path = ids.id, f"{ids.agent}/{ids.turn}/{ids.call}"
@@ -336,6 +339,10 @@ class AgentStep:
         if journal is not None:
             if session is not None:
                 session.refuse_resumed(journal.agent_path, journal.saved_execution() is not None)
+            # A finished or failed execution reports what its journal says it spent.
+            tokens_in, tokens_out, cost = journal.usage_totals()
+            spent = Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost=plain_cost(cost))
+            meter_usage(context, lambda: spent)
             finished, result = journal.saved_result()
             if finished:
                 return result
@@ -343,6 +350,7 @@ class AgentStep:
             if failure is not None:
                 raise failure
         invocation = self._invocation(context, delegation, journal, session)
+        meter_usage(context, invocation.budget.usage)
         restored = self._first(context, journal)
 
         def first(_inputs: Any, _context: Any) -> Execution:

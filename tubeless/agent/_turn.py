@@ -19,12 +19,18 @@ from tubeless.agent._approvals import (
 )
 from tubeless.agent._budget import Budget
 from tubeless.agent._cassette import Tape
-from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
+from tubeless.agent._decisions import (
+    AgentCall,
+    ContinueDecision,
+    FinishDecision,
+    parse_decision,
+)
 from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
 from tubeless.agent._journal import AgentJournal, Durability
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
+from tubeless.agent._usage_ledger import UsageLedger
 from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
 from tubeless.pipeline.lowlevel import LazyPool, observed, raise_if_cancelled
@@ -182,6 +188,7 @@ class DecideStep:
             if journal is not None:
                 journal.reserve(execution.turn, execution.to_dict())
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
+        ledger = UsageLedger(invocation.budget, journal)
         view = DecisionContext(
             context,
             options=invocation.options,
@@ -189,23 +196,22 @@ class DecideStep:
             state_version=execution.state_version,
             capabilities=runtime.capabilities,
             result_json_schema=runtime.result_json_schema,
+            ledger=ledger,
         )
-        raw = _ask(callback, execution, invocation, view)
-        decision = parse_decision(raw)
-        raise_if_cancelled(signal)
+        decision = self._ask(callback, execution, view, ledger, invocation, context)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
         if observed(context):
-            context.report_attempt(
-                1,
-                {
-                    "agent.runId": invocation.agent_run_id,
-                    "agent.turn": execution.turn,
-                    "agent.stateVersion": execution.state_version,
-                    "agent.callsAdmitted": execution.calls,
-                    "agent.decision": "continue" if batch else "finish",
-                    "agent.callCount": len(batch),
-                },
-            )
+            attributes = {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.stateVersion": execution.state_version,
+                "agent.callsAdmitted": execution.calls,
+                "agent.decision": "continue" if batch else "finish",
+                "agent.callCount": len(batch),
+            }
+            if ledger.used:
+                attributes.update(ledger.attributes())
+            context.report_attempt(1, attributes)
         if not isinstance(decision, ContinueDecision):
             _require_plain(decision.result, "Agent finish result")
             result = validate_boundary(
@@ -233,6 +239,42 @@ class DecideStep:
             if waits:
                 raise ApprovalRequiredError(journal.pending_approvals())
         return PreparedBatch(prepared)
+
+    def _ask(
+        self,
+        callback: Callable[[Any, DecisionContext], Any],
+        execution: Execution,
+        view: DecisionContext,
+        ledger: UsageLedger,
+        invocation: Invocation,
+        context: StepContext,
+    ) -> ContinueDecision | FinishDecision:
+        """Run the callback and parse its decision; a settlement over a limit fails it.
+
+        A decision that fails after usage was charged still records that usage on the
+        attempt, so traces and `history` count what was spent.
+        """
+        signal = view.signal
+        try:
+            raw = _raw_decision(callback, execution, invocation, view)
+            breach = ledger.close()
+            if breach is not None:
+                raise breach
+            decision = parse_decision(raw)
+            raise_if_cancelled(signal)
+            return decision
+        except BaseException:
+            ledger.close()
+            if ledger.used and observed(context):
+                context.report_attempt(
+                    1,
+                    {
+                        "agent.runId": invocation.agent_run_id,
+                        "agent.turn": execution.turn,
+                        **ledger.attributes(),
+                    },
+                )
+            raise
 
     def _waiting(
         self, prepared: tuple[PreparedCall, ...], view: DecisionContext, run_id: str
@@ -394,7 +436,7 @@ class DecideStep:
         return PreparedCall(call.id, call.tool, options, plan, child_plan)
 
 
-def _ask(
+def _raw_decision(
     callback: Callable[[Any, DecisionContext], Any],
     execution: Execution,
     invocation: Invocation,

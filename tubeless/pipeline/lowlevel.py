@@ -19,6 +19,8 @@ What it promises, for as long as a name is listed here:
   `execution_key_of(context)` is the durable execution key given in the root run's context,
   `approvals_of(context)` the approval decisions given there, `cassette_of(context)` the
   cassette given there (child runs share it).
+  `meter_usage(context, read)` makes the run's report carry `read()` as its `usage`
+  (read once, when the report is made; the agent layer meters its budgets this way).
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
   tell which call of its parent started it.
   `child_failure(pipeline, plan, run)` is the `PipelineExecutionError` a parent raises
@@ -51,6 +53,7 @@ from tubeless.pipeline._child_runs import (
     child_failure,
     execution_key_of,
     item_key_of,
+    meter_usage,
     observed,
     run_child_pipeline,
     run_child_value,
@@ -82,6 +85,7 @@ __all__ = [
     "import_module_file",
     "is_cancellation",
     "item_key_of",
+    "meter_usage",
     "observed",
     "raise_if_cancelled",
     "run_child_pipeline",
