@@ -117,7 +117,7 @@ def zero_page(path: Path, number: int) -> None:
 
 def test_invalid_utf8_in_the_checkpoint_is_a_coded_error_everywhere(tmp_path: Path) -> None:
     """Bytes that are not UTF-8 in the checkpoint column give `..._CHECKPOINT_INVALID`
-    naming the store and the key, from a run, `read` and `pending_approvals`."""
+    naming the store and the key, from a run, `read`, `pending_approvals` and the CLI."""
     path = tmp_path / "checkpoints.db"
     store = waiting_store(path)
     with contextlib.closing(sqlite3.connect(path)) as connection, connection:
@@ -142,6 +142,15 @@ def test_invalid_utf8_in_the_checkpoint_is_a_coded_error_everywhere(tmp_path: Pa
         )
         assert "not UTF-8" in str(raised.value)
     assert store.keys() == [KEY]
+    listed = subprocess.run(
+        [sys.executable, "-m", "tubeless", "approvals", "--store", str(path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 2
+    assert f"({INVALID}): Checkpoint store {path} is damaged (key 'job-1')" in listed.stderr
 
 
 def test_a_zeroed_overflow_page_is_a_coded_error_and_runs_nothing(tmp_path: Path) -> None:
@@ -186,7 +195,7 @@ def test_a_file_that_is_no_checkpoint_store_is_refused_and_left_alone(tmp_path: 
         with pytest.raises(CheckpointStoreError) as raised:
             inspect()
         assert raised.value.code == INVALID
-        assert "not a checkpoint store" in str(raised.value)
+        assert str(raised.value).startswith(f"{path} is not a checkpoint store")
     with contextlib.closing(sqlite3.connect(path)) as connection:
         assert [row[0] for row in connection.execute("SELECT name FROM sqlite_master")] == ["runs"]
 

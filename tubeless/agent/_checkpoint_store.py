@@ -37,6 +37,7 @@ from tubeless.agent._store_errors import (
     WRITE_FAILED_CODE,
     damaged,
     is_busy,
+    not_a_store,
     read_error,
     write_error,
 )
@@ -294,7 +295,7 @@ class SqliteCheckpointStore:
             if "agent_checkpoints" in tables:
                 yield connection
             elif tables:
-                raise damaged(store, key, "it is not a checkpoint store (no checkpoint table)")
+                raise not_a_store(store, key)
             else:
                 yield None  # a file being created by a first lease right now
         except (sqlite3.Error, UnicodeDecodeError) as error:

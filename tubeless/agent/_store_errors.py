@@ -79,6 +79,17 @@ def damaged(store: str, key: str | None, problem: str) -> CheckpointStoreError:
     )
 
 
+def not_a_store(store: str, key: str | None) -> CheckpointStoreError:
+    """The error of a SQLite file that holds something else (a trace store, say)."""
+    return CheckpointStoreError(
+        f"{store} is not a checkpoint store (it has no checkpoint table); give the path of "
+        "the file the durable agent writes",
+        code=INVALID_CODE,
+        store=store,
+        key=key,
+    )
+
+
 def read_error(
     error: BaseException, *, store: str, key: str | None, action: Literal["open", "read"]
 ) -> CheckpointStoreError:
