@@ -403,9 +403,10 @@ def test_threads_creating_one_new_store_with_their_own_keys_never_collide(
     tmp_path: Path,
 ) -> None:
     """Two threads leasing their own keys on a file that does not exist yet both succeed,
-    every time (each with its own store object, as two executions have)."""
+    every time (each with its own store object, as two executions have; before the fix
+    about 6 pairs in 100 failed with `database is locked`)."""
     failures: list[str] = []
-    for attempt in range(40):
+    for attempt in range(100):
         path = tmp_path / f"new-{attempt}.db"
         barrier = threading.Barrier(2)
 
@@ -452,10 +453,11 @@ _CREATOR = textwrap.dedent(
 def test_processes_creating_one_new_store_with_their_own_keys_never_collide(
     tmp_path: Path,
 ) -> None:
-    """Two processes released at once onto a file that does not exist yet both lease
+    """Three processes released at once onto a file that does not exist yet all lease
     their keys, every time."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for attempt in range(8):
+    keys = ["a", "b", "c"]
+    for attempt in range(10):
         path, go = tmp_path / f"new-{attempt}.db", tmp_path / f"go-{attempt}"
         children = [
             subprocess.Popen(
@@ -465,7 +467,7 @@ def test_processes_creating_one_new_store_with_their_own_keys_never_collide(
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for key in ("a", "b")
+            for key in keys
         ]
         try:
             for child in children:
@@ -478,5 +480,5 @@ def test_processes_creating_one_new_store_with_their_own_keys_never_collide(
                 if child.poll() is None:
                     child.kill()
                     child.communicate()
-        assert [child.returncode for child in children] == [0, 0], results
-        assert SqliteCheckpointStore(path).keys() == ["a", "b"]
+        assert [child.returncode for child in children] == [0, 0, 0], results
+        assert SqliteCheckpointStore(path).keys() == keys
