@@ -366,3 +366,23 @@ def test_the_same_approve_set_again_after_a_kill_runs_nothing_twice(tmp_path: Pa
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == '[1, "TUBELESS_AGENT_CALL_INTERRUPTED"]'
     assert cli.sent() == ["a", "b"]
+
+
+def test_a_checkpoint_saved_before_the_log_of_decisions_still_recognises_a_resend() -> None:
+    """A call whose decision was recorded before checkpoints kept a log of decisions
+    ignores the same kind of decision again and refuses another."""
+    from tubeless.agent._approvals import check_against
+
+    decided = {
+        "id": "a",
+        "tool": "send",
+        "input": {"x": 1},
+        "status": "running",
+        "approval": {"agentRunId": "r", "decision": "approve"},
+    }
+    document = {"agent": {"agent": "root", "turn": {"index": 1, "calls": [decided]}}}
+    assert check_against(document, {"a": tubeless.approve()}) == {}
+    with pytest.raises(tubeless.errors.AgentError) as raised:
+        check_against(document, {"a": tubeless.reject("no")})
+    assert raised.value.code == "TUBELESS_AGENT_APPROVAL_ALREADY_DECIDED"
+    assert "already decided: approved" in str(raised.value)
