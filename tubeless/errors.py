@@ -23,6 +23,8 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
     │   ├── AgentError                 a model decision, state or usage amount was rejected
     │   │   ├── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
+    │   │   ├── CheckpointStoreError   a checkpoint store could not be opened, read or written,
+    │   │   │                          or holds damage; `.store`, `.key`
     │   │   └── ApprovalRequiredError  calls wait for a person's approval; `.pending_approvals`
     │   ├── CassetteError              a cassette file is missing, unreadable or malformed
     │   │   └── ReplayDivergedError    a replayed run left its recording; `.agent_path`,
@@ -91,6 +93,7 @@ __all__ = [
     "AgentLimitError",
     "ApprovalRequiredError",
     "CassetteError",
+    "CheckpointStoreError",
     "ChildPipelineError",
     "CliHelpRequested",
     "CliLoadError",
@@ -378,6 +381,28 @@ class AgentLimitError(AgentError):
             f"(consumed={consumed}, requested={requested}, scope={scope})",
             code="TUBELESS_AGENT_LIMIT_REACHED",
         )
+
+
+class CheckpointStoreError(AgentError):
+    """A checkpoint store could not be opened, read or written, or what it holds is damaged.
+
+    Codes: `TUBELESS_AGENT_CHECKPOINT_READ_FAILED` (the store cannot be opened or read:
+    a missing permission, a locked or unreadable file), `TUBELESS_AGENT_CHECKPOINT_INVALID`
+    (the file or the checkpoint is corrupt: restore a backup or use a new execution key),
+    `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` (a write failed; the message gives the
+    operating system's reason, such as `File too large` or `No space left on device`).
+    Nothing that was saved before is lost: the execution resumes once the cause is fixed.
+    """
+
+    store: str
+    """The store: a SQLite file's path, or the store's `repr`."""
+    key: str | None
+    """The execution key being read or written (`None` when listing keys)."""
+
+    def __init__(self, message: str, *, code: str, store: str, key: str | None) -> None:
+        self.store = store
+        self.key = key
+        super().__init__(message, code=code)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -11,7 +11,13 @@ from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
 from tubeless._usage import Usage
-from tubeless.agent._approvals import check_against, check_approvals, document_pending
+from tubeless.agent._approvals import (
+    Approval,
+    check_against,
+    check_approvals,
+    document_pending,
+    waiting,
+)
 from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._cassette import CassetteSession
@@ -42,9 +48,11 @@ from tubeless.agent._turn import (
     Execution,
     Invocation,
     ReduceStep,
+    validated_edit,
 )
 from tubeless.errors import (
     AgentDefinitionError,
+    AgentError,
     ApprovalRequiredError,
     ToolError,
     pending_approvals_of,
@@ -206,6 +214,51 @@ def _options_fingerprint(options: Any) -> str:
         return fingerprint(repr(options))
 
 
+def _subagent_runtime(spec: object) -> AgentRuntime | None:
+    """The runtime of the agent a subagent tool runs (`None` for any other tool)."""
+    if not isinstance(spec, PipelineToolSpec) or not spec.subagent:
+        return None
+    step = spec.pipeline.execution_order[0].run
+    return step.runtime if isinstance(step, AgentStep) else None
+
+
+def _checked_edits(
+    runtime: AgentRuntime, document: Mapping[str, Any], approvals: Mapping[str, Approval]
+) -> dict[tuple[str, str], Any]:
+    """Validate every edit against its call's tool, wherever in the tree the call waits.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_APPROVAL_INVALID_EDIT` (nothing has run yet), or
+            `TUBELESS_AGENT_CHECKPOINT_MISMATCH` when a saved subagent has another tool.
+    """
+    checked: dict[tuple[str, str], Any] = {}
+    if not any(approval.kind == "edit" for approval in approvals.values()):
+        return checked
+
+    def visit(node: Mapping[str, Any], path: str, agent: AgentRuntime | None) -> None:
+        turn: Any = node.get("turn")
+        for entry in turn["calls"] if turn else ():
+            spec = agent.tools.get(entry["tool"]) if agent is not None else None
+            approval = approvals.get(entry["id"])
+            if approval is not None and approval.kind == "edit" and waiting(entry):
+                if spec is None:
+                    raise AgentError(
+                        f"Checkpoint of agent {quote(path)} has another tool "
+                        f"{quote(entry['tool'])}; use a new execution key",
+                        code="TUBELESS_AGENT_CHECKPOINT_MISMATCH",
+                    )
+                checked[(path, entry["id"])] = validated_edit(
+                    spec, entry["tool"], entry["id"], approval.input
+                )
+            if entry.get("child") is not None:
+                below = f"{path}/{turn['index']}/{entry['id']}"
+                visit(entry["child"], below, _subagent_runtime(spec))
+
+    root = document["agent"]
+    visit(root, str(root.get("agent", "")), runtime)
+    return checked
+
+
 class AgentStep:
     """Step `agent`: own the initial state, then iterate turns until one finishes."""
 
@@ -214,6 +267,11 @@ class AgentStep:
         self._turn = turn
         self.definition_id = ""
         """The agent's own definition id, bound once the pipeline is defined."""
+
+    @property
+    def runtime(self) -> AgentRuntime:
+        """What the agent was defined with (a caller checks edits of its calls with it)."""
+        return self._runtime
 
     def _identity(self, options: Any) -> NodeIdentity:
         runtime = self._runtime
@@ -238,9 +296,11 @@ class AgentStep:
         try:
             root = AgentJournal.root(journal, self._identity(context.options))
             if "result" not in root.node and "failure" not in root.node:
-                # Decisions are checked against every waiting call, before any callback.
-                journal.approvals = check_approvals(approvals_of(context))
-                check_against(journal.document, journal.approvals)
+                # Decisions (edits included) are checked against every waiting call of the
+                # tree, before any callback.
+                given = check_approvals(approvals_of(context))
+                journal.approvals = check_against(journal.document, given)
+                journal.edits = _checked_edits(self._runtime, journal.document, journal.approvals)
             return journal, root
         except BaseException:
             journal.close()

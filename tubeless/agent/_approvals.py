@@ -11,9 +11,14 @@ recoverable outcome `TUBELESS_AGENT_CALL_REJECTED`.
 
 The decisions are checked against the whole checkpoint (the root agent's node and every
 durable subagent's node below it) before any callback runs: an unknown call id, a
-decision for a call that needs none, or (when any decision is given) a waiting call
-without one is an error, and nothing is dispatched. A decision for a call whose approval
-was already recorded is ignored (running the same command line again is harmless).
+decision for a call that needs none, an edit its tool's schema refuses, or (when any new
+decision is given) a waiting call without one is an error, and nothing is dispatched.
+
+Every recorded decision is also kept in the checkpoint's log of decisions (`decided`),
+which outlives the turn it was made in. A decision given again exactly as it was recorded
+is ignored, so running the same command line again (after a partial resume, or after a
+kill) is harmless; a different decision for a call already decided is refused with
+`TUBELESS_AGENT_APPROVAL_ALREADY_DECIDED`, naming the decision on record.
 """
 
 from __future__ import annotations
@@ -39,9 +44,18 @@ UNKNOWN_CODE = "TUBELESS_AGENT_APPROVAL_UNKNOWN_CALL"
 NOT_NEEDED_CODE = "TUBELESS_AGENT_APPROVAL_NOT_NEEDED"
 MISSING_CODE = "TUBELESS_AGENT_APPROVAL_MISSING"
 INVALID_EDIT_CODE = "TUBELESS_AGENT_APPROVAL_INVALID_EDIT"
+ALREADY_DECIDED_CODE = "TUBELESS_AGENT_APPROVAL_ALREADY_DECIDED"
 REJECTED_CODE = "TUBELESS_AGENT_CALL_REJECTED"
 APPROVAL_CODES = frozenset(
-    {REQUIRED_CODE, INVALID_CODE, UNKNOWN_CODE, NOT_NEEDED_CODE, MISSING_CODE, INVALID_EDIT_CODE}
+    {
+        REQUIRED_CODE,
+        INVALID_CODE,
+        UNKNOWN_CODE,
+        NOT_NEEDED_CODE,
+        MISSING_CODE,
+        INVALID_EDIT_CODE,
+        ALREADY_DECIDED_CODE,
+    }
 )
 """Failures that leave the execution resumable (never saved as terminal)."""
 MESSAGE_LIMIT = 4096
@@ -215,15 +229,102 @@ def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...
         ) from None
 
 
-def check_against(document: Mapping[str, Any], approvals: Mapping[str, Approval]) -> None:
+def decision_record(approval: Approval) -> dict[str, Any]:
+    """The JSON form of a decision kept in the checkpoint's log (`kind`, `message`, `input`)."""
+    record: dict[str, Any] = {"kind": approval.kind}
+    if approval.kind == "reject":
+        record["message"] = approval.message
+    elif approval.kind == "edit":
+        record["input"] = approval.input
+    return record
+
+
+def _same(record: Mapping[str, Any], approval: Approval) -> bool:
+    """Whether a recorded decision is `approval` again (an edit: the same input as JSON)."""
+    if record.get("kind") != approval.kind:
+        return False
+    if approval.kind == "reject":
+        return record.get("message") == approval.message
+    if approval.kind == "edit":
+        try:
+            given = json.dumps(approval.input, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            return False
+        return json.dumps(record.get("input"), sort_keys=True) == given
+    return True
+
+
+def _describe(record: Mapping[str, Any]) -> str:
+    kind = str(record.get("kind"))
+    if kind == "reject":
+        return f"rejected with message {quote(record.get('message'))}"
+    if kind == "edit":
+        shown = json.dumps(record.get("input"), sort_keys=True, default=str)
+        return f"edited to input {quote(shown)}"
+    return {"approve": "approved"}.get(kind, quote(kind))
+
+
+def _applied(
+    document: Mapping[str, Any], call_id: str, found: list[tuple[Mapping[str, Any], str]]
+) -> list[Mapping[str, Any]]:
+    """The recorded decisions of calls with this id: the log's, then the live tree's own
+    (a checkpoint saved before the log existed keeps only the decision's kind)."""
+    log = document.get("decided")
+    records: list[Mapping[str, Any]] = [
+        record
+        for record in (log if isinstance(log, list) else ())
+        if isinstance(record, dict) and record.get("call") == call_id
+    ]
+    for entry, _ in found:
+        approval = entry.get("approval")
+        if isinstance(approval, dict) and "decision" in approval and not records:
+            records.append({"kind": approval["decision"], "legacy": True})
+    return records
+
+
+def _check_decided(
+    document: Mapping[str, Any],
+    call_id: str,
+    approval: Approval,
+    found: list[tuple[Mapping[str, Any], str]],
+) -> None:
+    """Refuse a decision for a call that waits nowhere, unless it repeats the recorded one."""
+    records = _applied(document, call_id, found)
+    if any(_same(r, approval) or (r.get("legacy") and r["kind"] == approval.kind) for r in records):
+        return
+    if found and not any(isinstance(entry.get("approval"), dict) for entry, _ in found):
+        raise AgentError(
+            f"Call {quote(call_id)} ({found[0][0]['tool']}) needs no approval",
+            code=NOT_NEEDED_CODE,
+        )
+    if records:
+        raise AgentError(
+            f"Call {quote(call_id)} was already decided: {_describe(records[-1])}; a recorded "
+            "decision cannot change (give the same decision again, or none)",
+            code=ALREADY_DECIDED_CODE,
+        )
+    raise AgentError(
+        f"No call {quote(call_id)} waits for approval in this execution (unknown call id)",
+        code=UNKNOWN_CODE,
+    )
+
+
+def check_against(
+    document: Mapping[str, Any], approvals: Mapping[str, Approval]
+) -> dict[str, Approval]:
     """Refuse decisions that do not fit the calls waiting in `document`, before any callback.
+
+    Returns:
+        The decisions for calls that wait now; decisions already recorded identically
+        (a command line run again) are left out.
 
     Raises:
         AgentError: `TUBELESS_AGENT_APPROVAL_UNKNOWN_CALL`, `..._NOT_NEEDED`,
-            `..._MISSING`, or `..._INVALID` for a call id waiting in several agents.
+            `..._ALREADY_DECIDED`, `..._MISSING`, or `..._INVALID` for a call id waiting
+            in several agents.
     """
     if not approvals:
-        return
+        return {}
     root = document.get("agent")
     nodes = list(_nodes(root, str(root.get("agent", "")))) if isinstance(root, dict) else []
     by_id: dict[str, list[tuple[Mapping[str, Any], str]]] = {}
@@ -231,18 +332,9 @@ def check_against(document: Mapping[str, Any], approvals: Mapping[str, Approval]
         turn = node.get("turn")
         for entry in turn["calls"] if turn else ():
             by_id.setdefault(entry["id"], []).append((entry, path))
-    for call_id in approvals:
-        found = by_id.get(call_id)
-        if not found:
-            raise AgentError(
-                f"No call {quote(call_id)} waits for approval in this execution (unknown call id)",
-                code=UNKNOWN_CODE,
-            )
-        if not any(isinstance(entry.get("approval"), dict) for entry, _ in found):
-            raise AgentError(
-                f"Call {quote(call_id)} ({found[0][0]['tool']}) needs no approval",
-                code=NOT_NEEDED_CODE,
-            )
+    fresh: dict[str, Approval] = {}
+    for call_id, approval in approvals.items():
+        found = by_id.get(call_id, [])
         paths = [path for entry, path in found if waiting(entry)]
         if len(paths) > 1:
             raise AgentError(
@@ -250,14 +342,19 @@ def check_against(document: Mapping[str, Any], approvals: Mapping[str, Approval]
                 "it cannot be decided by id",
                 code=INVALID_CODE,
             )
-    missing = [p.call_id for p in document_pending(document) if p.call_id not in approvals]
-    if missing:
+        if paths:
+            fresh[call_id] = approval
+        else:
+            _check_decided(document, call_id, approval, found)
+    missing = [p.call_id for p in document_pending(document) if p.call_id not in fresh]
+    if fresh and missing:
         shown = ", ".join(quote(call_id) for call_id in missing[:8])
         raise AgentError(
             f"No decision for waiting call(s) {shown}: decide every waiting call "
             "(approve, reject or edit) or none",
             code=MISSING_CODE,
         )
+    return fresh
 
 
 def rejected_outcome(entry: Mapping[str, Any], message: str) -> FrozenDict:

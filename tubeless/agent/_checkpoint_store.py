@@ -10,7 +10,12 @@ lease whose process died is released by the operating system.
 `synchronous=FULL`, created with mode 0600) and leases keys with `flock` on one empty
 lock file per key in the directory `<path>-locks` (the kernel drops the lock with the
 last descriptor of a dead process; there are no PID files to go stale). `sqlite3` loads
-when the first lease is taken.
+when the first lease is taken. Creating the file is safe when several threads or
+processes lease their keys at once (the schema is made in one immediate transaction; a
+lock met while creating is waited out). Inspection (`keys`, `read`,
+`pending_approvals`) opens the file read-only and creates nothing, so it works on a file
+the reader may not write. Every storage failure is a `CheckpointStoreError` naming the
+store and the key.
 """
 
 from __future__ import annotations
@@ -18,14 +23,25 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import random
 import threading
+import time
 import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
-from tubeless.errors import AgentError
+from tubeless.agent._store_errors import (
+    WRITE_FAILED_CODE,
+    damaged,
+    is_busy,
+    not_a_store,
+    read_error,
+    write_error,
+)
+from tubeless.errors import AgentError, CheckpointStoreError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -33,8 +49,8 @@ if TYPE_CHECKING:
     from tubeless.errors import PendingApproval
 
 BUSY_CODE = "TUBELESS_AGENT_EXECUTION_BUSY"
-WRITE_FAILED_CODE = "TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED"
 _BUSY_TIMEOUT_SECONDS = 30.0
+_READ_ONLY_OPEN = ("SQLITE_READONLY", "SQLITE_CANTOPEN")
 _SCHEMA_VERSION = 1
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS agent_checkpoints ("
@@ -68,6 +84,7 @@ class CheckpointStore(Protocol):
 
         Raises:
             AgentError: `TUBELESS_AGENT_EXECUTION_BUSY` when another lease holds `key`.
+            CheckpointStoreError: when the store cannot be opened.
         """
         ...
 
@@ -83,6 +100,32 @@ def _private_file(path: Path) -> None:
     """Create `path` with mode 0600 if it does not exist (never loosening an existing one)."""
     descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(descriptor)
+
+
+def _creating(prepare: Callable[[], None]) -> None:
+    """Run `prepare` (making the file's schema), waiting out locks other creators hold.
+
+    SQLite answers some lock conflicts of a brand-new file (switching it to WAL, say) at
+    once instead of calling its busy handler; only these setup steps are retried.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_SECONDS
+    pause = 0.002
+    while True:
+        try:
+            prepare()
+            return
+        except Exception as error:
+            if not is_busy(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause * (0.5 + random.random()))  # jitter, not secrecy
+        pause = min(pause * 2, 0.1)
+
+
+def _text(value: object, store: str, key: str) -> str:
+    """A stored checkpoint (read as bytes, so damage is ours to name) as text."""
+    if not isinstance(value, bytes):
+        raise damaged(store, key, "the checkpoint is not text")
+    return value.decode("utf-8")
 
 
 @typing.final
@@ -106,7 +149,8 @@ class SqliteCheckpointStore:
     def __repr__(self) -> str:
         return f"SqliteCheckpointStore({str(self.path)!r})"
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, key: str) -> sqlite3.Connection:
+        """A read-write connection for a lease, creating the file and its schema."""
         import sqlite3  # on first use: `import tubeless` never loads SQLite
 
         try:
@@ -119,38 +163,59 @@ class SqliteCheckpointStore:
                 check_same_thread=False,
             )
         except (sqlite3.Error, OSError) as error:
-            raise AgentError(
-                f"Cannot open checkpoint store {self.path}: {error}", code=WRITE_FAILED_CODE
-            ) from error
+            raise read_error(error, store=str(self.path), key=key, action="open") from error
         try:
-            connection.execute("PRAGMA busy_timeout = 30000")
-            if connection.execute("PRAGMA journal_mode = WAL").fetchone()[0] != "wal":
-                raise sqlite3.OperationalError("cannot switch to WAL mode")
-            connection.execute("PRAGMA synchronous = FULL")
-            with self._ready_lock:
-                if not self._ready:
-                    version = connection.execute("PRAGMA user_version").fetchone()[0]
-                    if version not in (0, _SCHEMA_VERSION):
-                        raise sqlite3.DatabaseError(
-                            f"checkpoint store version {version}, expected {_SCHEMA_VERSION}"
-                        )
-                    connection.execute(_TABLE)
-                    connection.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                    self._ready = True
+            _creating(lambda: self._prepare(connection))
         except sqlite3.Error as error:
             connection.close()
-            raise AgentError(
-                f"Cannot open checkpoint store {self.path}: {error}", code=WRITE_FAILED_CODE
-            ) from error
+            raise read_error(error, store=str(self.path), key=key, action="open") from error
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        """WAL, full sync, and (once per store object) the schema in one transaction."""
+        import sqlite3
+
+        if connection.execute("PRAGMA journal_mode = WAL").fetchone()[0] != "wal":
+            raise sqlite3.OperationalError("cannot switch to WAL mode")
+        connection.execute("PRAGMA synchronous = FULL")
+        with self._ready_lock:
+            if self._ready:
+                return
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                self._check_version(connection)
+                connection.execute(_TABLE)
+                connection.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                connection.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                raise
+            self._ready = True
+
+    def _check_version(self, connection: sqlite3.Connection, key: str | None = None) -> int:
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if version not in (0, _SCHEMA_VERSION):
+            raise damaged(
+                str(self.path),
+                key,
+                f"checkpoint store version {version}, expected {_SCHEMA_VERSION}",
+            )
+        return version
 
     def _lock(self, key: str) -> int:
         """Open and `flock` the key's lock file; the descriptor holds the lease."""
         import fcntl
 
-        self._locks.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = hashlib.sha256(key.encode("utf-8")).hexdigest() + ".lock"
-        descriptor = os.open(self._locks / name, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            self._locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+            name = hashlib.sha256(key.encode("utf-8")).hexdigest() + ".lock"
+            descriptor = os.open(self._locks / name, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as error:
+            raise read_error(error, store=str(self.path), key=key, action="open") from error
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -166,34 +231,105 @@ class SqliteCheckpointStore:
 
         Raises:
             AgentError: `TUBELESS_AGENT_EXECUTION_BUSY` when a live lease (in this or any
-                other process) holds `key`; `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when
-                the file cannot be opened.
+                other process) holds `key`.
+            CheckpointStoreError: `TUBELESS_AGENT_CHECKPOINT_READ_FAILED` when the file
+                cannot be opened (or created), `TUBELESS_AGENT_CHECKPOINT_INVALID` when it
+                is damaged.
         """
         descriptor = self._lock(key)
         try:
-            connection = self._connect()
+            connection = self._connect(key)
         except BaseException:
             os.close(descriptor)
             raise
-        return _SqliteLease(key, connection, descriptor)
+        return _SqliteLease(self.path, key, connection, descriptor)
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that can only read (and creates no file, not even the WAL index).
+
+        A WAL file needs its shared-memory index, which a reader that may not write the
+        directory cannot create; with no WAL file to read, the database file alone is the
+        whole checkpoint store, so it is opened as immutable.
+        """
+        import sqlite3
+
+        uri = self.path.absolute().as_uri()
+        connection = sqlite3.connect(
+            f"{uri}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_SECONDS, isolation_level=None
+        )
+        try:
+            self._check_version(connection)
+            return connection
+        except sqlite3.Error as error:
+            connection.close()
+            wal = self.path.with_name(self.path.name + "-wal")
+            name = getattr(error, "sqlite_errorname", "") or ""
+            if not name.startswith(_READ_ONLY_OPEN) or wal.exists():
+                raise
+        except BaseException:
+            connection.close()
+            raise
+        connection = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+        try:
+            self._check_version(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    @contextlib.contextmanager
+    def _reading(self, key: str | None) -> Iterator[sqlite3.Connection | None]:
+        """A read-only connection whose checkpoint table exists, or `None` for none."""
+        import sqlite3
+
+        if not self.path.exists():
+            yield None
+            return
+        store = str(self.path)
+        try:
+            connection = self._connect_read_only()
+        except sqlite3.Error as error:
+            raise read_error(error, store=store, key=key, action="open") from error
+        try:
+            tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
+            if "agent_checkpoints" in tables:
+                yield connection
+            elif tables:
+                raise not_a_store(store, key)
+            else:
+                yield None  # a file being created by a first lease right now
+        except (sqlite3.Error, UnicodeDecodeError) as error:
+            raise read_error(error, store=store, key=key, action="read") from error
+        finally:
+            connection.close()
 
     def keys(self) -> list[str]:
-        """Every key with a saved checkpoint, sorted (none when the file does not exist)."""
-        if not self.path.exists():
-            return []
-        with contextlib.closing(self._connect()) as connection:
-            rows = connection.execute("SELECT key FROM agent_checkpoints ORDER BY key")
-            return [row[0] for row in rows]
+        """Every key with a saved checkpoint, sorted (none when the file does not exist).
+
+        Raises:
+            CheckpointStoreError: when the file cannot be read or is damaged.
+        """
+        with self._reading(None) as connection:
+            if connection is None:
+                return []
+            rows = connection.execute(
+                "SELECT CAST(key AS BLOB) FROM agent_checkpoints ORDER BY key"
+            ).fetchall()
+            return [bytes(row[0]).decode("utf-8") for row in rows]
 
     def read(self, key: str) -> str | None:
-        """The checkpoint saved under `key`, read without leasing it (for inspection)."""
-        if not self.path.exists():
-            return None
-        with contextlib.closing(self._connect()) as connection:
+        """The checkpoint saved under `key`, read without leasing it (for inspection).
+
+        Raises:
+            CheckpointStoreError: when the file cannot be read or is damaged.
+        """
+        with self._reading(key) as connection:
+            if connection is None:
+                return None
             row = connection.execute(
-                "SELECT checkpoint FROM agent_checkpoints WHERE key = ?", (key,)
+                "SELECT CAST(checkpoint AS BLOB) FROM agent_checkpoints WHERE key = ?", (key,)
             ).fetchone()
-        return None if row is None else str(row[0])
+            return None if row is None else _text(row[0], str(self.path), key)
 
     def pending_approvals(self, key: str) -> tuple[PendingApproval, ...]:
         """The calls of execution `key` waiting for approval, read without leasing it.
@@ -201,15 +337,26 @@ class SqliteCheckpointStore:
         Empty when nothing waits (or the key or the file does not exist).
 
         Raises:
-            AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a corrupt checkpoint.
+            CheckpointStoreError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a corrupt file or
+                checkpoint, `TUBELESS_AGENT_CHECKPOINT_READ_FAILED` for a file that cannot
+                be read.
         """
-        return checkpoint_pending_approvals(self.read(key))
+        text = self.read(key)
+        try:
+            return checkpoint_pending_approvals(text)
+        except CheckpointStoreError:
+            raise
+        except AgentError as error:
+            raise damaged(str(self.path), key, error.message) from error
 
 
 class _SqliteLease:
     """One key's lease: a connection and the key's `flock`ed descriptor."""
 
-    def __init__(self, key: str, connection: sqlite3.Connection, descriptor: int) -> None:
+    def __init__(
+        self, path: Path, key: str, connection: sqlite3.Connection, descriptor: int
+    ) -> None:
+        self._path = path
         self._key = key
         self._connection: sqlite3.Connection | None = connection
         self._descriptor = descriptor
@@ -220,19 +367,33 @@ class _SqliteLease:
         return self._connection
 
     def read(self) -> str | None:
-        """The saved checkpoint text, or `None`."""
-        row = (
-            self._open()
-            .execute("SELECT checkpoint FROM agent_checkpoints WHERE key = ?", (self._key,))
-            .fetchone()
-        )
-        return None if row is None else str(row[0])
+        """The saved checkpoint text, or `None`.
+
+        Raises:
+            CheckpointStoreError: when the file cannot be read or is damaged.
+        """
+        import sqlite3
+
+        store = str(self._path)
+        try:
+            row = (
+                self._open()
+                .execute(
+                    "SELECT CAST(checkpoint AS BLOB) FROM agent_checkpoints WHERE key = ?",
+                    (self._key,),
+                )
+                .fetchone()
+            )
+            return None if row is None else _text(row[0], store, self._key)
+        except (sqlite3.Error, UnicodeDecodeError) as error:
+            raise read_error(error, store=store, key=self._key, action="read") from error
 
     def write(self, text: str) -> None:
         """Replace the checkpoint in one durable transaction.
 
         Raises:
-            AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when SQLite refuses.
+            CheckpointStoreError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when SQLite
+                refuses, with the operating system's reason when one explains it.
         """
         import sqlite3
 
@@ -244,7 +405,14 @@ class _SqliteLease:
                 (self._key, text),
             )
         except sqlite3.Error as error:
-            raise AgentError(f"Checkpoint write failed: {error}", code=WRITE_FAILED_CODE) from error
+            path = self._path
+            raise write_error(
+                error,
+                store=str(path),
+                key=self._key,
+                files=(path, path.with_name(path.name + "-wal")),
+                size=len(text.encode("utf-8", "surrogatepass")),
+            ) from error
 
     def close(self) -> None:
         """Close the connection and release the key's lock."""

@@ -38,11 +38,13 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote, type_name
-from tubeless.agent._approvals import APPROVAL_CODES, Approval, node_pending
-from tubeless.agent._checkpoint_store import WRITE_FAILED_CODE, CheckpointLease, CheckpointStore
+from tubeless.agent._approvals import APPROVAL_CODES, Approval, decision_record, node_pending
+from tubeless.agent._checkpoint_store import CheckpointLease, CheckpointStore
+from tubeless.agent._store_errors import READ_FAILED_CODE, WRITE_FAILED_CODE, damaged
 from tubeless.errors import (
     AgentDefinitionError,
     AgentError,
+    CheckpointStoreError,
     PendingApproval,
     PipelineExecutionError,
     TubelessError,
@@ -57,7 +59,8 @@ INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
 INTERRUPTED_CODE = "TUBELESS_AGENT_CALL_INTERRUPTED"
 INTERRUPTED_MESSAGE = "The call may have partially run; inspect its effects before retrying"
 _UNSAVED_CODES = (
-    frozenset({WRITE_FAILED_CODE, MISMATCH_CODE, INVALID_CODE, KEY_CODE}) | APPROVAL_CODES
+    frozenset({WRITE_FAILED_CODE, READ_FAILED_CODE, MISMATCH_CODE, INVALID_CODE, KEY_CODE})
+    | APPROVAL_CODES
 )
 """Failures that are never saved as terminal: they belong to storage, or wait for a person
 (a call waiting for approval, or a decision that did not fit: the execution stays
@@ -141,6 +144,11 @@ class Durability:
         return f"Durability(store={self.store!r})"
 
 
+def store_name(store: object) -> str:
+    """How errors name a store: a SQLite file's path, or the store's `repr`."""
+    return str(getattr(store, "path", None) or repr(store))
+
+
 def _invalid(problem: str) -> AgentError:
     return AgentError(
         f"Checkpoint is corrupt or of an unknown version: {problem}", code=INVALID_CODE
@@ -161,8 +169,12 @@ def _plain_json(value: Any, label: str) -> Any:
 class Journal:
     """The document of one durable root invocation and its lease (group-committed writes)."""
 
-    def __init__(self, lease: CheckpointLease, document: dict[str, Any]) -> None:
+    def __init__(
+        self, lease: CheckpointLease, document: dict[str, Any], store: str = "", key: str = ""
+    ) -> None:
         self._lease = lease
+        self._store = store
+        self._key = key
         self.document = document
         self._changed = threading.Condition()
         self._sequence = 0
@@ -172,20 +184,29 @@ class Journal:
         self.writes = 0
         """Store writes made (each one transaction in a SQLite store)."""
         self.approvals: Mapping[str, Approval] = {}
-        """The checked approval decisions of this run (the root run's context `approvals`)."""
+        """The checked approval decisions of this run (the root run's context `approvals`)
+        for the calls that wait now."""
+        self.edits: Mapping[tuple[str, str], Any] = {}
+        """The validated inputs of this run's edits, by (agent path, call id)."""
 
     @classmethod
     def open(cls, durability: Durability, options: Any, given: str | None = None) -> Journal:
         """Lease the key and read (or start) the checkpoint, before any agent callback."""
         key = durability.key_for(options, given)
-        lease = durability.store.acquire(key)
+        store = durability.store
+        lease = store.acquire(key)
         try:
             text = lease.read()
             document = _parse(text) if text is not None else _fresh(key)
+        except AgentError as error:
+            lease.close()
+            if error.code != INVALID_CODE or isinstance(error, CheckpointStoreError):
+                raise
+            raise damaged(store_name(store), key, error.message) from error
         except BaseException:
             lease.close()
             raise
-        return cls(lease, document)
+        return cls(lease, document, store_name(store), key)
 
     def close(self) -> None:
         """Release the lease."""
@@ -222,11 +243,17 @@ class Journal:
                 self._sync(self._sequence)
 
     def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise AgentError(
-                f"Checkpoint write failed; the run stopped: {str(self._failure)[:300]}",
-                code=WRITE_FAILED_CODE,
-            ) from self._failure
+        failure = self._failure
+        if failure is None:
+            return
+        message = f"Checkpoint write failed; the run stopped: {str(failure)[:600]}"
+        if isinstance(failure, CheckpointStoreError):
+            raise CheckpointStoreError(
+                message, code=failure.code, store=failure.store, key=failure.key
+            ) from failure
+        raise CheckpointStoreError(
+            message, code=WRITE_FAILED_CODE, store=self._store, key=self._key
+        ) from failure
 
     def _sync(self, mine: int) -> None:
         """Wait (holding `_changed`) until change `mine` is durable, writing if no one is."""
@@ -635,12 +662,25 @@ class AgentJournal:
 
         self.journal.change(mutate, durable=False)
 
-    def decide_approvals(self, decisions: Mapping[int, tuple[str, Any, Any]]) -> None:
+    def decide_approvals(
+        self, decisions: Mapping[int, tuple[str, Any, Any]], given: Mapping[int, Approval]
+    ) -> None:
         """Save the decisions on waiting calls, in one write before anything starts.
 
         `decisions` maps a call index to `(kind, validated input or None, rejected
-        outcome or None)`.
+        outcome or None)`; `given` to the decision as the person gave it, kept in the
+        checkpoint's log so that giving it again later is recognised (and ignored).
         """
+        turn = self.node["turn"]["index"]
+        records = [
+            {
+                "agent": self.agent_path,
+                "turn": turn,
+                "call": self.entries[index]["id"],
+                **_plain_json(decision_record(approval), "Approval decision"),
+            }
+            for index, approval in given.items()
+        ]
         saved = {
             index: (
                 kind,
@@ -662,6 +702,7 @@ class AgentJournal:
                 if outcome is not None:
                     entry["status"] = "completed"
                     entry["outcome"] = outcome
+            self.journal.document.setdefault("decided", []).extend(records)
 
         self.journal.change(mutate)
 

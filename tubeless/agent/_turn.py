@@ -321,29 +321,24 @@ class DecideStep:
                 assert decision.message is not None
                 chosen[index] = ("reject", None, rejected_outcome(entry, decision.message))
             elif decision.kind == "edit":
-                value = self._edited(calls[index], decision.input, context)
+                value = self._edited(calls[index], decision.input, journal)
                 calls[index] = dataclasses.replace(calls[index], input=value)
                 chosen[index] = ("edit", value, None)
             else:
                 chosen[index] = ("approve", None, None)
         raise_if_cancelled(context.signal)
-        journal.decide_approvals(chosen)
+        journal.decide_approvals(
+            chosen, {index: decisions[entries[index]["id"]] for index in chosen}
+        )
         return tuple(calls)
 
-    def _edited(self, call: PreparedCall, new_input: Any, context: StepContext) -> Any:
-        """Validate an edited input like any argument of the call's tool."""
-        spec = self._runtime.tools[call.tool]
-        label = f"Edited input of call {quote(call.id)} ({call.tool})"
-        try:
-            _require_plain(new_input, label)
-            if isinstance(spec, PipelineToolSpec):
-                return prepare_child_options(spec, call.tool, new_input)
-            return validate_boundary(spec.input_schema, new_input, f"Agent tool {call.tool} input")
-        except Exception as error:
-            raise AgentError(
-                f"{label} was rejected, nothing was dispatched: {str(error)[:2000]}",
-                code=INVALID_EDIT_CODE,
-            ) from error
+    def _edited(self, call: PreparedCall, new_input: Any, journal: AgentJournal) -> Any:
+        """The edited input, as checked when the journal opened (or checked now)."""
+        checked = journal.journal.edits
+        key = (journal.agent_path, call.id)
+        if key in checked:
+            return checked[key]
+        return validated_edit(self._runtime.tools[call.tool], call.tool, call.id, new_input)
 
     def _restore(self, saved: Mapping[str, Any]) -> tuple[PreparedCall, ...]:
         """The prepared calls of a saved batch: saved inputs, plans made again (pure)."""
@@ -456,6 +451,27 @@ def _record(invocation: Invocation, turn: int, decision: Mapping[str, Any]) -> N
     """Keep a validated decision on the cassette, when one records the run."""
     if invocation.tape is not None:
         invocation.tape.record_decision(turn, decision)
+
+
+def validated_edit(
+    spec: _ToolSpec | PipelineToolSpec, tool: str, call_id: str, new_input: Any
+) -> Any:
+    """Validate an edited input like any argument of the call's tool.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_APPROVAL_INVALID_EDIT`, saying nothing was dispatched.
+    """
+    label = f"Edited input of call {quote(call_id)} ({tool})"
+    try:
+        _require_plain(new_input, label)
+        if isinstance(spec, PipelineToolSpec):
+            return prepare_child_options(spec, tool, new_input)
+        return validate_boundary(spec.input_schema, new_input, f"Agent tool {tool} input")
+    except Exception as error:
+        raise AgentError(
+            f"{label} was rejected, nothing was dispatched: {str(error)[:2000]}",
+            code=INVALID_EDIT_CODE,
+        ) from error
 
 
 def _require_plain(value: Any, label: str) -> None:

@@ -31,8 +31,11 @@ def _plain(text: str) -> str:
 def handle_approvals(arguments: argparse.Namespace) -> int:
     """`tubeless approvals --store FILE [--json] [KEY]`: list the waiting calls.
 
+    The store is opened read-only: a file the user may not write can be listed.
+
     Raises:
-        CliLoadError: when the store file is missing or is not a checkpoint store.
+        CliLoadError: when the store file is missing, is not a checkpoint store, is
+            damaged or cannot be read (the message carries the checkpoint error's code).
     """
     from tubeless.agent import SqliteCheckpointStore
 
@@ -43,7 +46,7 @@ def handle_approvals(arguments: argparse.Namespace) -> int:
     try:
         found = _waiting(store, arguments.key)
     except AgentError as error:
-        raise CliLoadError(f"Cannot read checkpoint store {path}: {error}") from error
+        raise CliLoadError(f"Cannot read checkpoint store ({error.code}): {error}") from error
     if arguments.json:
         rows = [{"key": key, **call.to_dict()} for key, call in found]
         sys.stdout.write(json.dumps({"pendingApprovals": rows}, indent=2, sort_keys=True) + "\n")
