@@ -86,6 +86,7 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_APPROVAL_MISSING",
     "TUBELESS_AGENT_APPROVAL_INVALID_EDIT",
     "TUBELESS_AGENT_CALL_REJECTED",
+    "TUBELESS_AGENT_CALL_TIMED_OUT",
 )
 """Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
 

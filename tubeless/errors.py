@@ -342,17 +342,24 @@ class AgentLimitError(AgentError):
     """An agent limit was exhausted; the numbers are attributes too.
 
     `scope` is the run id of the agent whose budget refused (in a tree of subagents, an
-    ancestor's budget may refuse a descendant's batch).
+    ancestor's budget may refuse a descendant's batch). For `max_seconds`, `bound` and
+    `consumed` are seconds (floats) and `requested` is 0.
     """
 
     limit: str
-    bound: int
-    consumed: int
-    requested: int
+    bound: int | float
+    consumed: int | float
+    requested: int | float
     scope: str
 
     def __init__(
-        self, limit: str, *, bound: int, consumed: int, requested: int, scope: str
+        self,
+        limit: str,
+        *,
+        bound: int | float,
+        consumed: int | float,
+        requested: int | float,
+        scope: str,
     ) -> None:
         self.limit = limit
         self.bound = bound

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 from tubeless.agent._limits import AgentLimits
 from tubeless.errors import AgentLimitError
@@ -111,17 +112,21 @@ class Budget:
         run_id: the run id of the invocation's `agent` run (named in limit errors).
         level: 0 for a root invocation, one more for each delegation below it.
         chain: every budget from the root down to this one.
+        deadline: the `time.monotonic()` at which the earliest `max_seconds` of the chain
+            runs out, or `None`.
     """
 
     __slots__ = (
         "active",
         "calls",
         "chain",
+        "deadline",
         "decisions",
         "level",
         "limits",
         "run_id",
         "sole",
+        "started",
         "tree",
     )
 
@@ -147,6 +152,31 @@ class Budget:
         self.calls = 0
         self.decisions = 0
         self.active = 0
+        self.started = time.monotonic()
+        own = None if limits.max_seconds is None else self.started + limits.max_seconds
+        inherited = None if parent is None else parent.deadline
+        self.deadline: float | None = (
+            inherited if own is None else own if inherited is None else min(own, inherited)
+        )
+
+    def check_time(self) -> None:
+        """Check that no `max_seconds` of the chain has run out.
+
+        Raises:
+            AgentLimitError: `max_seconds`, naming the nearest budget that ran out.
+        """
+        if self.deadline is None:
+            return
+        now = time.monotonic()
+        if now < self.deadline:
+            return
+        for budget in reversed(self.chain):
+            bound = budget.limits.max_seconds
+            if bound is not None and now >= budget.started + bound:
+                consumed = round(now - budget.started, 3)
+                raise AgentLimitError(
+                    "max_seconds", bound=bound, consumed=consumed, requested=0, scope=budget.run_id
+                )
 
     def admit_decision(self) -> None:
         """Charge one decision to every budget in the chain, or to none.
@@ -188,6 +218,15 @@ class Budget:
     def permit(self, signal: threading.Event) -> _Permit:
         """Hold a permit from every budget in the chain while the block runs one job."""
         return _Permit(self, signal)
+
+    def acquire(self, signal: threading.Event) -> None:
+        """Take the permits `permit` takes, for a job that gives them back with `release`."""
+        _Permit(self, signal).__enter__()
+
+    def release(self) -> None:
+        """Give back the permits `acquire` took (from any thread)."""
+        if not self.sole:
+            self.tree.release(self.chain)
 
 
 class _Permit:

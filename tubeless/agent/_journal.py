@@ -370,7 +370,7 @@ class NodeIdentity:
     agent: str
     definition_id: str
     options: str
-    limits: Mapping[str, int]
+    limits: Mapping[str, int | float]
     tools: Mapping[str, str]
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,22 +32,54 @@ class AgentLimits:
     """Levels of subagents below this invocation; 0 rejects every pipeline tool call."""
     max_concurrency: int = 1
     """Jobs (decisions and tool handlers) running at once in this invocation's subtree."""
+    max_seconds: float | None = None
+    """Wall-clock seconds for this invocation and every subagent below it (`None`: no bound).
 
-    def to_dict(self) -> dict[str, int]:
-        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`."""
-        return {
+    Checked before every decision and batch; each call's deadline is at most the time
+    left. Running out fails the run with `TUBELESS_AGENT_LIMIT_REACHED`."""
+
+    def to_dict(self) -> dict[str, int | float]:
+        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`.
+
+        `maxSeconds` is there only when set, so limits without it keep their identity.
+        """
+        wire: dict[str, int | float] = {
             "maxTurns": self.max_turns,
             "maxCalls": self.max_calls,
             "maxDecisions": self.max_decisions,
             "maxDepth": self.max_depth,
             "maxConcurrency": self.max_concurrency,
         }
+        if self.max_seconds is not None:
+            wire["maxSeconds"] = self.max_seconds
+        return wire
 
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(AgentLimits))
 
 
-def _check(name: str, value: object) -> int:
+MAX_SECONDS = 1e9
+"""The largest number of seconds a limit, a timeout or a backoff may give (about 31 years)."""
+
+
+def check_seconds(value: object, label: str) -> float:
+    """`value` as seconds: a finite number above zero, at most `MAX_SECONDS`.
+
+    Raises:
+        AgentDefinitionError: for anything else (zero, negatives, NaN, booleans, strings).
+    """
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not (0 < value <= MAX_SECONDS) or math.isnan(value):  # type: ignore[operator, arg-type]
+        raise AgentDefinitionError(
+            f"{label} must be a number of seconds above 0 (at most {MAX_SECONDS:g}), "
+            f"got {quote(value)}"
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def _check(name: str, value: object) -> int | float | None:
+    if name == "max_seconds":
+        return None if value is None else check_seconds(value, "Agent max_seconds")
     minimum = 0 if name in ("max_calls", "max_depth") else 1
     safe = (
         isinstance(value, int)
@@ -79,4 +112,5 @@ def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimit
         values = dict(limits)
     else:
         raise AgentDefinitionError("Agent limits must be an AgentLimits or a dict")
-    return AgentLimits(**{name: _check(name, value) for name, value in values.items()})
+    checked: dict[str, Any] = {name: _check(name, value) for name, value in values.items()}
+    return AgentLimits(**checked)
