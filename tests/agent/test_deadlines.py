@@ -430,16 +430,16 @@ def test_max_seconds_ends_the_run_with_a_limit_error(thread_baseline: int) -> No
         return 1
 
     decisions = [_call("nap", f"c{turn}") for turn in range(5)]
-    run = _agent({"nap": _tool(nap)}, decisions, limits={"max_seconds": 0.1}).run({})
+    run = _agent({"nap": _tool(nap)}, decisions, limits={"max_seconds": 0.5}).run({})
     assert run.status == "failed"
     error = _limit_error(run)
     assert (error.code, error.limit, error.bound, error.scope) == (
         "TUBELESS_AGENT_LIMIT_REACHED",
         "max_seconds",
-        0.1,
+        0.5,
         run.run_id,
     )
-    assert error.consumed >= 0.1
+    assert error.consumed >= 0.5
     assert len(calls) == 1 and calls[0] is not None
 
 
@@ -465,7 +465,7 @@ def test_max_seconds_bounds_a_subagent_tree(thread_baseline: int) -> None:
     parent = _agent(
         {"child": pipeline_tool(child, description="a subagent", input_json_schema=ANY)},
         [_call("child"), FINISH],
-        limits={"max_seconds": 0.1},
+        limits={"max_seconds": 0.5},
     )
     run = parent.run({})
     assert run.status == "failed"
