@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_agent
+import bench_deadlines
 import bench_delegation
 import bench_durable
 import bench_executors
@@ -173,6 +174,16 @@ def run_executors_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     return []
 
 
+def run_deadlines_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """What `timeout=` adds to a call that finishes in time; the 5% target."""
+    plan = bench_deadlines.QUICK if quick else bench_deadlines.FULL
+    measured = bench_deadlines.measure(plan)
+    title = "Deadlines: a tool call with and without timeout="
+    emit(_section(title) + bench_deadlines.format_deadlines(measured, plan))
+    figures["deadlines"] = {"turns": plan.turns, "usPerCall": measured}
+    return [bench_deadlines.verdict(measured)]
+
+
 def run_durable_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     """Durable W(200, 4) against LangGraph's sync SQLite checkpoints (when installed)."""
     plan = bench_durable.QUICK if quick else bench_durable.FULL
@@ -209,6 +220,7 @@ BENCHES = (
     run_delegation_bench,
     run_executors_bench,
     run_durable_bench,
+    run_deadlines_bench,
     run_trace_store_bench,
     run_otel_bench,
 )

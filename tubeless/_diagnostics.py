@@ -91,6 +91,7 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_CASSETTE_INVALID",
     "TUBELESS_REPLAY_DIVERGED",
     "TUBELESS_AGENT_INVALID_USAGE",
+    "TUBELESS_AGENT_CALL_TIMED_OUT",
 )
 """Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
 

@@ -354,6 +354,8 @@ class AgentLimitError(AgentError):
     ancestor's budget may refuse a descendant's batch). For a usage limit (`max_cost`,
     `max_*_tokens`) `consumed` counts what is spent and reserved so far, and the numbers
     of `max_cost` may be floats.
+    ancestor's budget may refuse a descendant's batch). For `max_seconds`, `bound` and
+    `consumed` are seconds (floats) and `requested` is 0.
     """
 
     limit: str

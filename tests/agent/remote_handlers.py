@@ -88,3 +88,14 @@ def _appears(path: pathlib.Path, seconds: float) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def time_left(value: Any, context: Any) -> Any:
+    """Return the seconds the worker's context says are left (`None` without a deadline)."""
+    return context.time_left()
+
+
+def nap_until_deadline(value: Any, context: Any) -> str:
+    """Sleep through the context: it raises the timed-out `ToolError` at the deadline."""
+    context.sleep(WAIT)
+    return "woke"

@@ -151,3 +151,54 @@ def test_a_run_without_agents_has_no_tree() -> None:
 
     assert agent_history(sink.records, run.run_id) is None
     assert agent_history(sink.records, "nope") is None
+
+
+def test_a_timed_out_call_shows_its_time_out_and_retries_show_once() -> None:
+    """A late handler's call reads as timed out; a retried call is one row with its attempts."""
+    from tubeless.agent import Retry
+    from tubeless.trace import failed_call_counts
+
+    release = threading.Event()
+    tries: list[int] = []
+
+    def stuck(value: Any, context: Any) -> str:
+        release.wait(30)
+        return "late"
+
+    def flaky(value: Any, context: Any) -> str:
+        tries.append(1)
+        if len(tries) < 2:
+            raise ToolError("BUSY", "again")
+        return "ok"
+
+    def finish(state: Any, context: Any) -> Any:
+        release.set()
+        return FINISH
+
+    tools = {
+        "stuck": define_tool(
+            description="s", input_schema={}, output_schema={}, run=stuck, timeout=0.05
+        ),
+        "flaky": define_tool(
+            description="f",
+            input_schema={},
+            output_schema={},
+            run=flaky,
+            replay="safe",
+            retry=Retry(attempts=3, backoff=0.001, codes=("BUSY",)),
+        ),
+    }
+    script = [_calls(("c1", "stuck", {}), ("c2", "flaky", {})), finish]
+    sink = MemoryTraceSink()
+    run = _agent("h", tools, script, max_concurrency=2).run({}, context={"tracing": sink})
+    history = agent_history(sink.records, run.run_id)
+    assert history is not None
+    c1, c2 = history.agents[0].turns[0].calls
+    assert (c1.status, c1.tool_error_code, c1.attempts) == (
+        "failed",
+        "TUBELESS_AGENT_CALL_TIMED_OUT",
+        1,
+    )
+    assert (c2.status, c2.attempts, c2.to_dict()["attempts"]) == ("completed", 2, 2)
+    assert "c2  flaky  completed  2 attempts" in format_agent_history(history)
+    assert failed_call_counts(sink.records) == {run.run_id: 1}

@@ -26,6 +26,7 @@ from tubeless.agent._checkpoint_store import (
     CheckpointStore,
     SqliteCheckpointStore,
 )
+from tubeless.agent._deadline import Retry
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
 from tubeless.agent._function_tools import tool_from_function
 from tubeless.agent._journal import Durability, ExecutionIds
@@ -63,6 +64,7 @@ __all__ = [
     "RemoteSignal",
     "RemoteToolContext",
     "RemoteToolHandler",
+    "Retry",
     "SqliteCheckpointStore",
     "ToolContext",
     "ToolDryRun",

@@ -349,8 +349,10 @@ class AgentStep:
         """The invocation's budget (restored from the journal) and its stable ids."""
         limits = self._runtime.limits
         if delegation is None:
-            sole = not any(
-                isinstance(spec, PipelineToolSpec) for spec in self._runtime.tools.values()
+            # A late handler keeps its permit: deadlines need permits that count.
+            sole = limits.max_seconds is None and not any(
+                isinstance(spec, PipelineToolSpec) or spec.timeout is not None
+                for spec in self._runtime.tools.values()
             )
             budget = Budget(limits, context.run_id, sole=sole)
         else:

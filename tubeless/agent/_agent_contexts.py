@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless.agent._deadline import deadline_error
 from tubeless.agent._journal import ExecutionIds
 from tubeless.agent._usage_ledger import UsageLedger, UsageReservation, check_amounts
 from tubeless.errors import AgentError
@@ -98,13 +100,41 @@ class ToolContext(_StepServices):
         execution: the call's stable ids (`id`, `agent`, `turn`, `call`), the same when a
             durable agent resumes (without durability, `id` is the agent's run id); `None`
             only for a context made by hand.
+        deadline: the `time.monotonic()` at which this attempt times out (the earlier of
+            the tool's `timeout` and the time `max_seconds` leaves), or `None`.
     """
 
-    __slots__ = ("execution",)
+    __slots__ = ("deadline", "execution")
 
-    def __init__(self, step: StepContext, execution: ExecutionIds | None = None) -> None:
+    def __init__(
+        self,
+        step: StepContext,
+        execution: ExecutionIds | None = None,
+        deadline: float | None = None,
+    ) -> None:
         super().__init__(step)
         self.execution = execution
+        self.deadline = deadline
+
+    def time_left(self) -> float | None:
+        """Seconds until `deadline` (0 once it has passed), or `None` without one."""
+        deadline = self.deadline
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, but not past the deadline.
+
+        Raises:
+            RunCancelledError: when the run is cancelled meanwhile.
+            ToolError: `TUBELESS_AGENT_CALL_TIMED_OUT` when the deadline comes first
+                (raised at the deadline, so a handler that lets it go stops in time).
+        """
+        left = self.time_left()
+        if left is None or seconds < left:
+            self._step.sleep(seconds)
+            return
+        self._step.sleep(left)
+        raise deadline_error()
 
     @property
     def options(self) -> Mapping[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from decimal import Decimal
 
 from tubeless._usage import Usage
@@ -117,6 +118,8 @@ class Budget:
         run_id: the run id of the invocation's `agent` run (named in limit errors).
         level: 0 for a root invocation, one more for each delegation below it.
         chain: every budget from the root down to this one.
+        deadline: the `time.monotonic()` at which the earliest `max_seconds` of the chain
+            runs out, or `None`.
     """
 
     __slots__ = (
@@ -124,6 +127,7 @@ class Budget:
         "calls",
         "chain",
         "cost",
+        "deadline",
         "decisions",
         "input_tokens",
         "level",
@@ -131,6 +135,7 @@ class Budget:
         "output_tokens",
         "run_id",
         "sole",
+        "started",
         "tree",
     )
 
@@ -162,6 +167,31 @@ class Budget:
         """Output tokens spent and reserved in this invocation's subtree."""
         self.cost = Decimal(0)
         """Cost spent and reserved, exact in decimal (so ten reservations of 0.1 fit 1.0)."""
+        self.started = time.monotonic()
+        own = None if limits.max_seconds is None else self.started + limits.max_seconds
+        inherited = None if parent is None else parent.deadline
+        self.deadline: float | None = (
+            inherited if own is None else own if inherited is None else min(own, inherited)
+        )
+
+    def check_time(self) -> None:
+        """Check that no `max_seconds` of the chain has run out.
+
+        Raises:
+            AgentLimitError: `max_seconds`, naming the nearest budget that ran out.
+        """
+        if self.deadline is None:
+            return
+        now = time.monotonic()
+        if now < self.deadline:
+            return
+        for budget in reversed(self.chain):
+            bound = budget.limits.max_seconds
+            if bound is not None and now >= budget.started + bound:
+                consumed = round(now - budget.started, 3)
+                raise AgentLimitError(
+                    "max_seconds", bound=bound, consumed=consumed, requested=0, scope=budget.run_id
+                )
 
     def admit_decision(self) -> None:
         """Charge one decision to every budget in the chain, or to none.
@@ -248,6 +278,15 @@ class Budget:
     def permit(self, signal: threading.Event) -> _Permit:
         """Hold a permit from every budget in the chain while the block runs one job."""
         return _Permit(self, signal)
+
+    def acquire(self, signal: threading.Event) -> None:
+        """Take the permits `permit` takes, for a job that gives them back with `release`."""
+        _Permit(self, signal).__enter__()
+
+    def release(self) -> None:
+        """Give back the permits `acquire` took (from any thread)."""
+        if not self.sole:
+            self.tree.release(self.chain)
 
 
 class _Permit:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tubeless._frozen import FrozenDict
+from tubeless.agent._deadline import TIMED_OUT_CODE, Attempt, CallTiming, run_attempts
 from tubeless.agent._delegate import (
     Delegation,
     PipelineToolSpec,
@@ -21,6 +22,7 @@ from tubeless.agent._journal import (
     root_cause,
     saved_outcome,
 )
+from tubeless.agent._tools import _ToolSpec
 from tubeless.agent._turn import (
     AgentRuntime,
     Invocation,
@@ -29,7 +31,7 @@ from tubeless.agent._turn import (
     turn_options,
 )
 from tubeless.errors import RunCancelledError, ToolError
-from tubeless.pipeline import PipelineRun, RunControls, StepContext
+from tubeless.pipeline import Pipeline, PipelineRun, RunControls, StepContext
 from tubeless.pipeline.lowlevel import (
     DETAIL_GROUP_LIMIT,
     ChildValue,
@@ -187,12 +189,19 @@ class _Batch:
             return self._dispatch(call, None)
         self.begun.add(index)
         entry = journal.entries[index]
+        spec = self._runtime.tools[call.tool]
         if entry["status"] == "completed":
             outcome = saved_outcome(entry)
+            if spec.replay == "safe" and _timed_out(outcome):
+                # A timed-out call resumes like an interrupted one: safe, so it runs again.
+                slot = CallSlot(journal, index)
+                journal.start(index)
+                outcome = self._dispatch(call, slot)
+                journal.complete(index, outcome, slot)
+                return outcome
             rejected = entry.get("approval", {}).get("decision") == "reject"
             self._record(call, outcome, "agent.rejected" if rejected else "agent.replayed")
             return outcome
-        spec = self._runtime.tools[call.tool]
         resumes = isinstance(spec, PipelineToolSpec) and spec.subagent and spec.durable
         if journal.stale(index) and spec.replay != "safe" and not resumes:
             # Running when the process died, and not safe to repeat: the model decides.
@@ -252,22 +261,66 @@ class _Batch:
                     item_key=call.id,
                     options_checked=True,
                 )
+            return self._outcome(call, spec, pipeline, ran)
+        if isinstance(spec, PipelineToolSpec):
+            # An ordinary pipeline runs handlers only: one job for its whole run.
+            options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
         else:
-            if isinstance(spec, PipelineToolSpec):
-                # An ordinary pipeline runs handlers only: one job for its whole run.
-                options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
-            else:
-                execution = self._ids(call)
-                options = {"input": call.input, "attributes": attributes, "execution": execution}
-            with budget.permit(signal):
-                ran = run_child_value(
-                    self._context,
-                    pipeline,
-                    options,
-                    controls=self._controls,
-                    plan=call.plan,
-                    item_key=call.id,
-                )
+            execution = self._ids(call)
+            options = {"input": call.input, "attributes": attributes, "execution": execution}
+        if spec.timeout is not None or spec.retry is not None or budget.deadline is not None:
+            return self._bounded(call, spec, pipeline, options)
+        with budget.permit(signal):
+            ran = run_child_value(
+                self._context,
+                pipeline,
+                options,
+                controls=self._controls,
+                plan=call.plan,
+                item_key=call.id,
+            )
+        return self._outcome(call, spec, pipeline, ran)
+
+    def _bounded(
+        self,
+        call: PreparedCall,
+        spec: _ToolSpec | PipelineToolSpec,
+        pipeline: Pipeline,
+        options: dict[str, Any],
+    ) -> FrozenDict:
+        """Run a call with a deadline or retries: each attempt one run of its tool pipeline."""
+        invocation = self._invocation
+        timing = CallTiming(
+            call.id,
+            call.tool,
+            spec.timeout,
+            spec.retry,
+            invocation.budget,
+            self._signal,
+            invocation.attempt_threads(),
+        )
+
+        def work(number: int, attempt: Attempt | None) -> FrozenDict:
+            ran = run_child_value(
+                self._context,
+                pipeline,
+                {**options, "attempt": number, "deadline": attempt},
+                controls=self._controls,
+                plan=call.plan,
+                item_key=call.id,
+            )
+            return self._outcome(call, spec, pipeline, ran)
+
+        return run_attempts(timing, work)
+
+    def _outcome(
+        self,
+        call: PreparedCall,
+        spec: _ToolSpec | PipelineToolSpec,
+        pipeline: Pipeline,
+        ran: PipelineRun | ChildValue,
+    ) -> FrozenDict:
+        """A tool run's outcome; raises for a failure that is not the tool's own."""
         if isinstance(ran, ChildValue) or (ran.status == "completed" and ran.finalized):
             return FrozenDict(id=call.id, tool=call.tool, ok=True, value=ran.value)
         errors = (
@@ -275,9 +328,9 @@ class _Batch:
         )
         if not errors:
             raise child_failure(pipeline, call.plan, ran)
-        if signal.is_set():
+        if self._signal.is_set():
             # Cancellation wins over an expected failure: there is no observation to reduce.
-            raise RunCancelledError(cancellation_message(signal)) from errors[0]
+            raise RunCancelledError(cancellation_message(self._signal)) from errors[0]
         return FrozenDict(id=call.id, tool=call.tool, ok=False, error=failure_outcome(errors))
 
 
@@ -293,6 +346,7 @@ class CallsStep:
             return ()
         execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
+        invocation.budget.check_time()
         if observed(context):
             context.report_attempt(
                 1,
@@ -316,6 +370,10 @@ class CallsStep:
             raise batch.failure
         raise_if_cancelled(context.signal)
         return tuple(outcome for outcome in batch.outcomes if outcome is not None)
+
+
+def _timed_out(outcome: FrozenDict) -> bool:
+    return not outcome["ok"] and outcome["error"]["code"] == TIMED_OUT_CODE
 
 
 def _fatal_label(error: BaseException) -> str:

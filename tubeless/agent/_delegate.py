@@ -53,6 +53,10 @@ class PipelineToolSpec:
     """The tool's own `needs_approval` (a bool or a predicate)."""
     child_approvals: bool = False
     """Whether calls inside the child agent (at any depth) may wait for approval."""
+    timeout: float | None = None
+    """Seconds each attempt of an ordinary pipeline's run may take (`None`: no bound)."""
+    retry: Any = None
+    """The tool's `Retry`, or `None`."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

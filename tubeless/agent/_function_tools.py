@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
+from tubeless.agent._deadline import Retry
 from tubeless.agent._docstrings import read_docstring
 from tubeless.agent._remote import RemoteToolContext
 from tubeless.agent._tools import AgentTool, define_tool
@@ -195,6 +196,8 @@ def tool_from_function(
     executor: concurrent.futures.Executor | None = None,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
     needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
+    timeout: float | None = None,
+    retry: Retry | None = None,
 ) -> AgentTool:
     """Define a tool from a typed function: its schemas come from the signature, via pydantic.
 
@@ -212,6 +215,8 @@ def tool_from_function(
         executor: as in `define_tool`: `fn` must pickle (a module-level function).
         replay: as in `define_tool`.
         needs_approval: as in `define_tool`.
+        timeout: as in `define_tool`: seconds each attempt may take.
+        retry: as in `define_tool`: a `tubeless.Retry` (needs `replay="safe"`).
 
     Raises:
         MissingExtraError: `TUBELESS_EXTRA_MISSING` when pydantic is not installed
@@ -220,7 +225,7 @@ def tool_from_function(
             what is missing, checked in this order: a parameter's annotation (or a
             `*args`/`**kwargs` parameter), the return annotation, a description; or a
             type pydantic cannot model; then what `define_tool` checks (the executor and
-            whether `fn` pickles, replay, needs_approval).
+            whether `fn` pickles, replay, needs_approval, timeout, retry).
     """
     if not callable(fn):
         raise AgentDefinitionError("tool_from_function requires a function")
@@ -237,4 +242,6 @@ def tool_from_function(
         executor=executor,
         replay=replay,
         needs_approval=needs_approval,
+        timeout=timeout,
+        retry=retry,
     )

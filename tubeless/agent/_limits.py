@@ -42,10 +42,16 @@ class AgentLimits:
     """Input plus output tokens in the subtree (`None`: unbounded)."""
     max_cost: float | None = None
     """Cost in the subtree, in the application's own unit (`None`: unbounded)."""
+    max_seconds: float | None = None
+    """Wall-clock seconds for this invocation and every subagent below it (`None`: no bound).
+
+    Checked before every decision and batch; each call's deadline is at most the time
+    left. Running out fails the run with `TUBELESS_AGENT_LIMIT_REACHED`."""
 
     def to_dict(self) -> dict[str, int | float]:
         """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`,
-        plus `maxInputTokens`, `maxOutputTokens`, `maxTotalTokens` and `maxCost` when set."""
+        plus `maxInputTokens`, `maxOutputTokens`, `maxTotalTokens`, `maxCost` and
+        `maxSeconds` when set (so limits without them keep their identity)."""
         out: dict[str, int | float] = {
             "maxTurns": self.max_turns,
             "maxCalls": self.max_calls,
@@ -58,6 +64,7 @@ class AgentLimits:
             ("maxOutputTokens", self.max_output_tokens),
             ("maxTotalTokens", self.max_total_tokens),
             ("maxCost", self.max_cost),
+            ("maxSeconds", self.max_seconds),
         ):
             if value is not None:
                 out[key] = value
@@ -91,9 +98,30 @@ def _check_usage(name: str, value: object) -> Any:
     return value
 
 
+MAX_SECONDS = 1e9
+"""The largest number of seconds a limit, a timeout or a backoff may give (about 31 years)."""
+
+
+def check_seconds(value: object, label: str) -> float:
+    """`value` as seconds: a finite number above zero, at most `MAX_SECONDS`.
+
+    Raises:
+        AgentDefinitionError: for anything else (zero, negatives, NaN, booleans, strings).
+    """
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not (0 < value <= MAX_SECONDS) or math.isnan(value):  # type: ignore[operator, arg-type]
+        raise AgentDefinitionError(
+            f"{label} must be a number of seconds above 0 (at most {MAX_SECONDS:g}), "
+            f"got {quote(value)}"
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
 def _check(name: str, value: object) -> Any:
     if name in USAGE_LIMITS:
         return _check_usage(name, value)
+    if name == "max_seconds":
+        return None if value is None else check_seconds(value, "Agent max_seconds")
     minimum = 0 if name in ("max_calls", "max_depth") else 1
     safe = (
         isinstance(value, int)
@@ -128,4 +156,5 @@ def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimit
         values = dict(limits)
     else:
         raise AgentDefinitionError("Agent limits must be an AgentLimits or a dict")
-    return AgentLimits(**{name: _check(name, value) for name, value in values.items()})
+    checked: dict[str, Any] = {name: _check(name, value) for name, value in values.items()}
+    return AgentLimits(**checked)

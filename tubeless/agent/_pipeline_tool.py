@@ -9,6 +9,7 @@ from tubeless._frozen import FrozenDict
 from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._approvals import check_needs_approval
+from tubeless.agent._deadline import Retry, check_retry, check_timeout, finish_handler
 from tubeless.agent._delegate import (
     APPROVAL_AGENTS,
     DURABLE_AGENTS,
@@ -50,6 +51,8 @@ def pipeline_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     replay: Literal["safe", "unsafe"] = "unsafe",
     needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
+    timeout: float | None = None,
+    retry: Retry | None = None,
 ) -> AgentTool:
     """Register `pipeline` as a tool; an agent registered this way is a subagent.
 
@@ -77,6 +80,10 @@ def pipeline_tool(
             a call that needs approval waits for a person before its child starts (see
             `define_tool`). Needs a durable agent. A subagent whose own tools need
             approval needs a durable caller too; its waiting calls surface on the root run.
+        timeout: as in `define_tool`, for each run of an ordinary pipeline (its handlers
+            do not see the deadline). Not for a subagent: bound it with its own
+            `AgentLimits(max_seconds=...)`.
+        retry: as in `define_tool` (needs `replay="safe"`); not for a subagent.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
@@ -97,6 +104,15 @@ def pipeline_tool(
             f"Pipeline tool {pipeline.id} replay must be 'safe' or 'unsafe', got {quote(replay)}"
         )
     approval = check_needs_approval(needs_approval, f"Pipeline tool {pipeline.id}")
+    label = f"Pipeline tool {pipeline.id}"
+    seconds = check_timeout(timeout, label)
+    policy = check_retry(retry, replay, label)
+    subagent = is_subagent(pipeline)
+    if subagent and (seconds is not None or policy is not None):
+        raise AgentDefinitionError(
+            f"{label} is a subagent: it takes no timeout or retry; bound its time with "
+            "its own AgentLimits(max_seconds=...)"
+        )
     source = None if input_schema is None else _schema(input_schema, "Pipeline tool input")
     spec = PipelineToolSpec(
         description=text,
@@ -105,10 +121,12 @@ def pipeline_tool(
         map_options=map_options,
         input_json_schema=_descriptor(pipeline, source, input_json_schema),
         replay=replay,
-        subagent=is_subagent(pipeline),
+        subagent=subagent,
         durable=pipeline.definition.identity.definition_id in DURABLE_AGENTS,
         needs_approval=approval,
         child_approvals=pipeline.definition.identity.definition_id in APPROVAL_AGENTS,
+        timeout=seconds,
+        retry=policy,
     )
     return new_tool(spec)
 
@@ -116,18 +134,22 @@ def pipeline_tool(
 def _run_child(child: Pipeline) -> Callable[[Mapping[str, Any], StepContext], Any]:
     def run_pipeline(inputs: Mapping[str, Any], context: StepContext) -> Any:
         options = context.options
-        if options["attributes"] is not None:
-            context.report_attempt(1, options["attributes"])
+        attributes = options["attributes"]
+        if attributes is not None:
+            context.report_attempt(options.get("attempt", 1), attributes)
         plan = options["plan"]
-        result = run_child_pipeline(
-            context,
-            child,
-            options["input"],
-            controls=RunControls(dry_run=context.dry_run),
-            plan=plan,
-            item_key=item_key_of(context),
-            options_checked=True,
-        )
+        try:
+            result = run_child_pipeline(
+                context,
+                child,
+                options["input"],
+                controls=RunControls(dry_run=context.dry_run),
+                plan=plan,
+                item_key=item_key_of(context),
+                options_checked=True,
+            )
+        finally:
+            finish_handler(options.get("deadline"), context, attributes)
         if result.status == "completed" and result.finalized:
             return result.value
         if result.status != "completed":

@@ -32,6 +32,7 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote
+from tubeless.agent._deadline import deadline_error
 from tubeless.errors import AgentDefinitionError, AgentError, RunCancelledError, ToolError
 from tubeless.pipeline import StepContext
 from tubeless.pipeline.lowlevel import cancellation_message, raise_if_cancelled
@@ -124,12 +125,16 @@ class RemoteToolContext:
         cwd: the caller's working directory.
         trace: trace identity when tracing is on.
         signal: set when the calling run is cancelled (read across processes).
+        deadline: the `time.monotonic()` of the worker at which this attempt times out, or
+            `None`. It travels as the seconds left when the call was sent, so it holds
+            on another host too (the time in transit is not counted).
     """
 
     __slots__ = (
         "attempt_id",
         "correlation_id",
         "cwd",
+        "deadline",
         "dry_run",
         "parent_run_id",
         "run_id",
@@ -144,8 +149,11 @@ class RemoteToolContext:
     cwd: str
     trace: dict[str, Any] | None
     signal: RemoteSignal
+    deadline: float | None
 
-    def __init__(self, step: StepContext, signal: RemoteSignal) -> None:
+    def __init__(
+        self, step: StepContext, signal: RemoteSignal, deadline: float | None = None
+    ) -> None:
         self.dry_run = step.dry_run
         self.run_id = step.run_id
         self.parent_run_id = step.parent_run_id
@@ -155,9 +163,12 @@ class RemoteToolContext:
         trace = step.trace
         self.trace = None if trace is None else dict(trace)
         self.signal = signal
+        self.deadline = deadline
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_context, tuple(getattr(self, name) for name in self.__slots__))
+        values = [getattr(self, name) for name in self.__slots__]
+        values[self.__slots__.index("deadline")] = self.time_left()
+        return (_context, tuple(values))
 
     def __dask_tokenize__(self) -> str:
         # Every call has its own signal, so two identical calls never share a Dask key
@@ -173,15 +184,31 @@ class RemoteToolContext:
         """The worker's wall clock in epoch milliseconds."""
         return int(time.time() * 1000)
 
+    def time_left(self) -> float | None:
+        """Seconds until `deadline` (0 once it has passed), or `None` without one."""
+        deadline = self.deadline
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
     def sleep(self, seconds: float) -> None:
-        """Sleep; raises `RunCancelledError` when the run is cancelled meanwhile."""
-        if self.signal.wait(seconds):
+        """Sleep, but not past the deadline.
+
+        Raises:
+            RunCancelledError: when the run is cancelled meanwhile.
+            ToolError: `TUBELESS_AGENT_CALL_TIMED_OUT` when the deadline comes first.
+        """
+        left = self.time_left()
+        if self.signal.wait(seconds if left is None else min(seconds, left)):
             raise RunCancelledError("Pipeline run aborted")
+        if left is not None and seconds >= left:
+            raise deadline_error()
 
 
 def _context(*values: Any) -> RemoteToolContext:
+    """A context unpickled where the handler runs: the seconds left become a deadline."""
     context = object.__new__(RemoteToolContext)
     for name, value in zip(RemoteToolContext.__slots__, values, strict=True):
+        if name == "deadline" and value is not None:
+            value = time.monotonic() + value
         object.__setattr__(context, name, value)
     return context
 
@@ -368,8 +395,11 @@ def run_remote(
     handler: Callable[[Any, RemoteToolContext], Any],
     value: Any,
     step: StepContext,
+    deadline: float | None = None,
 ) -> Any:
     """Submit one call to `executor` and wait for it in this thread (which holds its permit).
+
+    `deadline` (a local `time.monotonic()`) is the attempt's, for the handler's context.
 
     Raises:
         ToolError: the remote handler's `ToolError` (a recoverable outcome).
@@ -380,7 +410,7 @@ def run_remote(
     signal = step.signal
     raise_if_cancelled(signal)
     entry = _enter(signal, executor)
-    context = RemoteToolContext(step, entry.flag.remote)
+    context = RemoteToolContext(step, entry.flag.remote, deadline)
     try:
         try:
             future = executor.submit(call_remote, handler, value, context)

@@ -14,6 +14,7 @@ from tubeless._quote import quote
 from tubeless._types import RemoteToolHandler, SchemaLike, ToolDryRun, ToolHandler
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._approvals import NeedsApproval, check_needs_approval
+from tubeless.agent._deadline import Retry, check_retry, check_timeout, finish_handler
 from tubeless.agent._remote import check_remote_handler, run_remote
 from tubeless.agent._state import own_descriptor
 from tubeless.errors import AgentDefinitionError, SchemaDefinitionError
@@ -40,6 +41,8 @@ class _ToolSpec:
     executor: concurrent.futures.Executor | None = None
     replay: str = "unsafe"
     needs_approval: NeedsApproval = False
+    timeout: float | None = None
+    retry: Retry | None = None
 
 
 @typing.final
@@ -166,6 +169,8 @@ def define_tool(
     executor: None = None,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
     needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
+    timeout: float | None = None,
+    retry: Retry | None = None,
 ) -> AgentTool: ...
 
 
@@ -181,6 +186,8 @@ def define_tool(
     executor: concurrent.futures.Executor,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
     needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
+    timeout: float | None = None,
+    retry: Retry | None = None,
 ) -> AgentTool: ...
 
 
@@ -195,6 +202,8 @@ def define_tool(
     executor: concurrent.futures.Executor | None = None,
     replay: typing.Literal["safe", "unsafe"] = "unsafe",
     needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
+    timeout: float | None = None,
+    retry: Retry | None = None,
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -222,11 +231,21 @@ def define_tool(
             waiting calls; resume with the same key and `context={"approvals": {call_id:
             tubeless.approve() | tubeless.reject(message) | tubeless.edit(new_input)}}`.
             Needs a durable agent (`define_agent(durability=...)`).
+        timeout: seconds (a number above 0) each attempt may take. Then the call's
+            outcome is the recoverable `TUBELESS_AGENT_CALL_TIMED_OUT` ("the call may
+            still complete"). The handler sees `context.deadline` and
+            `context.time_left()`, and `context.sleep()` raises that `ToolError` at the
+            deadline; a handler that ignores it keeps its permit until it returns, its
+            value is discarded (its step traced with `agent.late`), and the run waits
+            for it before it returns.
+        retry: a `tubeless.Retry`: run a call again when its handler raises a
+            `ToolError` with one of its codes or its attempt times out (only with
+            `replay="safe"`).
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
             description, output schema, handler and dry-run policy, executor and whether
-            the handler pickles, replay, needs_approval, input descriptor.
+            the handler pickles, replay, needs_approval, timeout, retry, input descriptor.
     """
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
@@ -240,6 +259,8 @@ def define_tool(
     if replay not in ("safe", "unsafe"):
         raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {quote(replay)}")
     approval = check_needs_approval(needs_approval, "Tool")
+    seconds = check_timeout(timeout, "Tool")
+    policy = check_retry(retry, replay, "Tool")
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
     return new_tool(
@@ -253,6 +274,8 @@ def define_tool(
             executor=executor,
             replay=replay,
             needs_approval=approval,
+            timeout=seconds,
+            retry=policy,
         )
     )
 
@@ -260,9 +283,18 @@ def define_tool(
 def _tool_handler(handler: ToolHandler) -> Callable[[Mapping[str, Any], StepContext], Any]:
     def run_tool(inputs: Mapping[str, Any], context: StepContext) -> Any:
         options = context.options
-        if options["attributes"] is not None:
-            context.report_attempt(1, options["attributes"])
-        return handler(options["input"], ToolContext(context, options.get("execution")))
+        attributes = options["attributes"]
+        if attributes is not None:
+            context.report_attempt(options.get("attempt", 1), attributes)
+        attempt = options.get("deadline")
+        if attempt is None:
+            return handler(options["input"], ToolContext(context, options.get("execution")))
+        try:
+            return handler(
+                options["input"], ToolContext(context, options["execution"], attempt.deadline)
+            )
+        finally:
+            finish_handler(attempt, context, attributes)
 
     return run_tool
 
@@ -272,9 +304,16 @@ def _remote_tool_handler(
 ) -> Callable[[Mapping[str, Any], StepContext], Any]:
     def run_tool(inputs: Mapping[str, Any], context: StepContext) -> Any:
         options = context.options
-        if options["attributes"] is not None:
-            context.report_attempt(1, options["attributes"])
-        return run_remote(executor, handler, options["input"], context)
+        attributes = options["attributes"]
+        if attributes is not None:
+            context.report_attempt(options.get("attempt", 1), attributes)
+        attempt = options.get("deadline")
+        if attempt is None:
+            return run_remote(executor, handler, options["input"], context)
+        try:
+            return run_remote(executor, handler, options["input"], context, attempt.deadline)
+        finally:
+            finish_handler(attempt, context, attributes)
 
     return run_tool
 

@@ -19,6 +19,7 @@ from tubeless.agent._approvals import (
 )
 from tubeless.agent._budget import Budget
 from tubeless.agent._cassette import Tape
+from tubeless.agent._deadline import AttemptThreads
 from tubeless.agent._decisions import (
     AgentCall,
     ContinueDecision,
@@ -85,6 +86,7 @@ class Invocation:
     __slots__ = (
         "_lock",
         "_pool",
+        "_threads",
         "agent_path",
         "agent_run_id",
         "budget",
@@ -115,6 +117,7 @@ class Invocation:
         self.tape = tape
         """The agent's view of the run's cassette (`None` without one, or in a dry run)."""
         self._pool: LazyPool | None = None
+        self._threads: AttemptThreads | None = None
         self._lock = threading.Lock()
 
     def pool(self, workers: int) -> LazyPool:
@@ -124,12 +127,22 @@ class Invocation:
                 self._pool = LazyPool(workers, name="tubeless-tool")
             return self._pool
 
+    def attempt_threads(self) -> AttemptThreads:
+        """The threads that run calls with a deadline, made on first use."""
+        with self._lock:
+            if self._threads is None:
+                self._threads = AttemptThreads()
+            return self._threads
+
     def close(self) -> None:
-        """Shut the pool down, waiting for its threads."""
+        """Shut the pools down, waiting for their threads (late handlers included)."""
         with self._lock:
             pool, self._pool = self._pool, None
+            threads, self._threads = self._threads, None
         if pool is not None:
             pool.close()
+        if threads is not None:
+            threads.close()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -176,6 +189,7 @@ class DecideStep:
         execution, invocation = turn_options(context.options)
         signal = context.signal
         raise_if_cancelled(signal)
+        invocation.budget.check_time()
         journal = invocation.journal
         saved = journal.saved_turn(execution.turn) if journal is not None else None
         if saved is not None and saved["phase"] == "decided":

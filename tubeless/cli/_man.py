@@ -104,6 +104,21 @@ local. The handler travels by reference, so keep it in a module the workers can 
 private module name. The run never shuts the executor down; a handler sees cancellation
 through context.signal.is_set() and context.signal.wait(seconds).""",
     ),
+    (
+        "DEADLINES",
+        """\
+A tool defined with timeout=SECONDS (define_tool, pipeline_tool, tool_from_function)
+gives each attempt a deadline; AgentLimits(max_seconds=SECONDS) bounds the whole
+invocation and its subagents, and each call's deadline is the earlier of the two. At the
+deadline the agent sees the recoverable outcome TUBELESS_AGENT_CALL_TIMED_OUT. A handler
+sees context.deadline and context.time_left(); context.sleep() raises that error at the
+deadline. A thread cannot be killed: a handler that ignores its deadline keeps its
+concurrency permit until it returns, its value is discarded, and the run waits for it.
+Running out of max_seconds fails the run with TUBELESS_AGENT_LIMIT_REACHED (exit 6).
+retry=tubeless.Retry(attempts, backoff, max_backoff, codes) runs a replay='safe' call
+again after a jittered, doubling pause when its handler raises a ToolError with one of
+codes or its attempt times out; retries are not charged to max_calls.""",
+    ),
 )
 """Sections after the commands: (heading, roff text), in page order."""
 

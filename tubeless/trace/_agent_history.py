@@ -34,6 +34,7 @@ USAGE_ATTRIBUTES = (
     ("agent.usage.cost", "cost"),
 )
 """Decide-attempt attribute -> its figure in a history's `usage`."""
+TIMED_OUT_CODE = "TUBELESS_AGENT_CALL_TIMED_OUT"
 APPROVAL_CODE = ApprovalRequiredError.CODE
 
 
@@ -59,10 +60,12 @@ class AgentCallView:
     """For a durable agent that resumed: `reused` (the saved outcome, not run again),
     `interrupted` (running when the process died; not safe to repeat) or `rejected` (a
     person refused the call it waited on)."""
+    attempts: int = 1
+    """How many times the call ran (more than 1 after retries); the view is the last's."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return `{id, tool, runId, status, durationMs?, toolErrorCode?, replay?,
-        childAgentRunIds}`."""
+        attempts?, childAgentRunIds}` (`attempts` when above 1)."""
         out: dict[str, Any] = {
             "id": self.id,
             "tool": self.tool,
@@ -75,6 +78,8 @@ class AgentCallView:
             out["toolErrorCode"] = self.tool_error_code
         if self.replay is not None:
             out["replay"] = self.replay
+        if self.attempts > 1:
+            out["attempts"] = self.attempts
         out["childAgentRunIds"] = list(self.child_agent_run_ids)
         return out
 
@@ -173,13 +178,15 @@ def _add_usage(
 
 
 class _Run:
-    __slots__ = ("attributes", "children", "completed", "first", "is_agent", "usage")
+    __slots__ = ("attributes", "children", "completed", "first", "is_agent", "late", "usage")
 
     def __init__(self, first: Mapping[str, Any]) -> None:
         self.first = first
         self.completed: Mapping[str, Any] | None = None
         self.attributes: Mapping[str, Any] | None = None
         self.is_agent = False
+        self.late = False
+        """Whether the run's handler returned after its call had timed out."""
         self.children: list[str] = []
         self.usage: dict[str, int | float] | None = None
         """What the run's `decide` attempts charged (a turn run's)."""
@@ -225,6 +232,7 @@ class _Run:
                 self.usage = _add_usage(self.usage, figures)
             elif self.attributes is None and "agent.callId" in attributes:
                 self.attributes = attributes
+            self.late = self.late or attributes.get("agent.late") is True
 
 
 def _fold(records: Iterable[Mapping[str, Any]]) -> dict[str, _Run]:
@@ -238,6 +246,17 @@ def _fold(records: Iterable[Mapping[str, Any]]) -> dict[str, _Run]:
                 parent.children.append(run.run_id)
         run.add(record)
     return runs
+
+
+def _calls(runs: dict[str, _Run], turn: _Run) -> list[tuple[_Run, int]]:
+    """Each call of a turn once: its last attempt's run (in start order) and its attempts."""
+    last: dict[str, tuple[_Run, int]] = {}
+    for run_id in turn.children:
+        run = runs[run_id]
+        key = str(run.first.get("itemKey", run_id))
+        attempts = last[key][1] + 1 if key in last else 1
+        last[key] = (run, attempts)
+    return list(last.values())
 
 
 def _codes(error: Mapping[str, Any] | None) -> Iterable[str]:
@@ -283,22 +302,25 @@ class _Builder:
             found += [child_id] if child.is_agent else self._agents_below(child_id)
         return found
 
-    def _call(self, agent: _Run, run: _Run) -> AgentCallView:
+    def _call(self, agent: _Run, run: _Run, attempts: int) -> AgentCallView:
         attributes = run.attributes or {}
         prefix = f"{agent.pipeline_id}/tool/"
         fallback = run.pipeline_id.removeprefix(prefix)
         error = run.error or {}
         code = error.get("sourceCode") if error.get("code") == "TUBELESS_STEP_FAILED" else None
+        if run.late:  # the agent saw a time-out, whatever the handler did afterwards
+            code = TIMED_OUT_CODE
         children = [run.run_id] if run.is_agent else self._agents_below(run.run_id)
         return AgentCallView(
             id=str(run.first.get("itemKey", "")),
             tool=str(attributes.get("agent.tool", fallback)),
             run_id=run.run_id,
-            status=run.status,
+            status="failed" if run.late else run.status,
             duration_ms=run.duration_ms,
             tool_error_code=code if isinstance(code, str) else None,
             child_agent_run_ids=tuple(children),
             replay=_replay(attributes),
+            attempts=attempts,
         )
 
     def add_agent(self, agent: _Run, parent_call: Mapping[str, str] | None) -> None:
@@ -311,8 +333,8 @@ class _Builder:
             if iteration.get("runId") != agent.run_id:
                 continue
             calls = []
-            for call_id in turn.children:
-                call = self._call(agent, self._runs[call_id])
+            for run, attempts in _calls(self._runs, turn):
+                call = self._call(agent, run, attempts)
                 calls.append(call)
                 calls_of.append((call, turn))
             turns.append(
@@ -369,8 +391,9 @@ def agent_history(records: Sequence[Mapping[str, Any]], run_id: str) -> AgentHis
 def failed_call_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """For each agent run with failed tool calls, how many of its calls failed.
 
-    A call counts when its run (directly below one of the agent's turns) did not
-    complete; calls of subagents count for the subagent, not for the agent above it.
+    A call counts when its last attempt's run (directly below one of the agent's turns)
+    did not complete or timed out; calls of subagents count for the subagent, not for
+    the agent above it.
 
     Args:
         records: trace records in write order; they may hold many run trees.
@@ -385,7 +408,9 @@ def failed_call_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
             turn = runs[turn_id]
             if (turn.first.get("iteration") or {}).get("runId") != agent.run_id:
                 continue
-            failed += sum(1 for call in turn.children if runs[call].status == "failed")
+            failed += sum(
+                1 for call, _ in _calls(runs, turn) if call.status == "failed" or call.late
+            )
         if failed:
             counts[agent.run_id] = failed
     return counts
@@ -432,11 +457,12 @@ def format_agent_history(history: AgentHistory) -> str:
             for call in turn.calls:
                 code = f"  {safe(call.tool_error_code)}" if call.tool_error_code else ""
                 replay = f"  {call.replay}" if call.replay else ""
+                tries = f"  {call.attempts} attempts" if call.attempts > 1 else ""
                 lines.append(
                     _line(
                         depth + 2,
                         f"call {safe(call.id)}  {safe(call.tool)}  {call.status}{code}"
-                        f"{replay}{ms(call.duration_ms)}",
+                        f"{replay}{tries}{ms(call.duration_ms)}",
                     )
                 )
                 for child_id in call.child_agent_run_ids:
