@@ -25,6 +25,7 @@ ALLOWED = {
     "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "_fingerprint", "trace"},
     "agent": {"errors", "schema", "_frozen", "pipeline"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
+    "mcp": {"errors", "_frozen", "_fingerprint", "pipeline", "agent"},
     "progress": {"errors", "_frozen", "trace"},
     "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress", "_version"},
     "__init__": {
@@ -53,6 +54,8 @@ CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "opentelemetry": "trace/otel/",
     "requests": None,
     "pydantic": "agent/_function_tools.py",
+    "mcp": "mcp/",
+    "anyio": "mcp/",
 }
 
 

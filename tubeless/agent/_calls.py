@@ -276,6 +276,8 @@ class CallsStep:
             return ()
         execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
+        if not context.dry_run:
+            _check_batch(self._runtime, decision, context.signal)
         if observed(context):
             context.report_attempt(
                 1,
@@ -299,6 +301,20 @@ class CallsStep:
             raise batch.failure
         raise_if_cancelled(context.signal)
         return tuple(outcome for outcome in batch.outcomes if outcome is not None)
+
+
+def _check_batch(runtime: AgentRuntime, batch: PreparedBatch, signal: threading.Event) -> None:
+    """Run each tool source's check once, before any call of the batch starts.
+
+    An MCP server compares its live tool definitions with the pinned ones here, so a
+    drifted tool fails the run before any call of the batch is dispatched.
+    """
+    checks: list[Any] = []
+    for call in batch.calls:
+        check = getattr(runtime.tools[call.tool], "batch_check", None)
+        if check is not None and all(check is not seen for seen in checks):
+            checks.append(check)
+            check(signal)
 
 
 def _fatal_label(error: BaseException) -> str:
