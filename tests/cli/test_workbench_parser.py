@@ -35,7 +35,7 @@ def test_building_the_parser_has_no_side_effects(
 
 
 def test_the_parser_has_every_command() -> None:
-    """The parser holds list, inspect, plan, graph, run, history, export otel, approvals."""
+    """The parser holds every command: list ... approvals, and mcp lock."""
     assert list(_parsers(get_parser())) == [
         "tubeless",
         "tubeless list",
@@ -47,6 +47,8 @@ def test_the_parser_has_every_command() -> None:
         "tubeless export",
         "tubeless export otel",
         "tubeless approvals",
+        "tubeless mcp",
+        "tubeless mcp lock",
     ]
 
 

@@ -15,6 +15,7 @@ from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._workbench_approvals import handle_approvals
 from tubeless.cli._workbench_export import handle_export
 from tubeless.cli._workbench_history import handle_history
+from tubeless.cli._workbench_mcp import handle_mcp
 from tubeless.cli._workbench_parser import get_parser
 from tubeless.cli._workbench_run import handle_run
 from tubeless.cli._workbench_views import handle_graph, handle_inspect, handle_list, handle_plan
@@ -30,6 +31,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "history": handle_history,
     "export": handle_export,
     "approvals": handle_approvals,
+    "mcp": handle_mcp,
 }
 
 

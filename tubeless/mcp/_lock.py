@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tubeless._fingerprint import fingerprint
-from tubeless._frozen import FrozenDict, freeze_json, thaw
+from tubeless._frozen import freeze_json, thaw
 from tubeless._quote import quote, type_name
 from tubeless.errors import McpLockError
 
@@ -31,10 +31,16 @@ class McpToolDefinition:
     """The tool's name on the server."""
     description: str
     """Its description (empty when the server gives none)."""
-    input_schema: FrozenDict
+    input_schema: Mapping[str, Any]
     """The JSON Schema its arguments must match (frozen)."""
-    output_schema: FrozenDict | None = None
+    output_schema: Mapping[str, Any] | None = None
     """The JSON Schema of its `structuredContent`, when it declares one (frozen)."""
+
+    def __post_init__(self) -> None:
+        # Schemas given as plain dicts are frozen, so equal definitions compare equal.
+        object.__setattr__(self, "input_schema", freeze_json(self.input_schema))
+        if self.output_schema is not None:
+            object.__setattr__(self, "output_schema", freeze_json(self.output_schema))
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: `name`, `description`, `inputSchema` and `outputSchema` if any."""
