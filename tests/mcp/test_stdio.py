@@ -45,6 +45,23 @@ def test_calls_give_structured_values_text_and_tool_errors(
     assert "no such city" in found[2]["error"]["message"]
 
 
+def test_a_hostile_error_text_reaches_the_model_bounded_and_escaped(
+    make_server: Callable[..., McpServer],
+) -> None:
+    """A huge `isError` text with control characters becomes a short, printable message."""
+    with make_server() as server:
+        reason = "\x1b[31m" + "x" * 20_000
+        agent = calls_agent(
+            server.tools(include=["fail"]),
+            [{"id": "1", "tool": "fail", "input": {"reason": reason}}],
+        )
+        message = outcomes(agent.run({}))[0]["error"]["message"]
+    assert len(message) < 4096
+    assert "\x1b" not in message
+    assert "\\x1b[31m" in message
+    assert message.endswith("characters)")
+
+
 def test_arguments_are_validated_before_dispatch(
     make_server: Callable[..., McpServer], log: Path
 ) -> None:
@@ -78,6 +95,21 @@ def test_drift_fails_the_run_before_any_call_starts(
     assert "TUBELESS_MCP_TOOL_DRIFT" in codes(run)
     assert "'add' changed its description" in str(run.first_exception())
     assert not any(line.startswith("started") for line in log_lines(log))
+
+
+def test_a_definition_changed_mid_session_is_refused(
+    make_server: Callable[..., McpServer],
+) -> None:
+    """After `notifications/tools/list_changed`, the next batch checks again and fails."""
+    with make_server() as server:
+        tools = server.tools(include=["add", "rug"])
+        add = [{"id": "1", "tool": "add", "input": {"a": 1, "b": 1}}]
+        assert outcomes(calls_agent(tools, add).run({}))[0]["ok"]
+        pulled = outcomes(calls_agent(tools, [{"id": "r", "tool": "rug", "input": {}}]).run({}))
+        assert pulled[0]["value"] == "pulled"
+        run = calls_agent(tools, add).run({})
+    assert run.status == "failed"
+    assert "TUBELESS_MCP_TOOL_DRIFT" in codes(run)
 
 
 def test_a_pinned_agent_runs_against_the_same_server(

@@ -128,7 +128,12 @@ class McpSession:
             target=self._serve, args=(client,), name=f"tubeless-mcp {self._label}", daemon=True
         )
         self._thread.start()
-        if not self._ready.wait(OPEN_SECONDS) or self._session is None:
+        try:
+            ready = self._ready.wait(OPEN_SECONDS) and self._session is not None
+        except BaseException:  # Ctrl-C while waiting: leave nothing running
+            self.close()
+            raise
+        if not ready:
             failure = self._failure
             self.close()
             reason = "did not initialize in time" if failure is None else describe(failure)

@@ -51,7 +51,10 @@ def _text(result: Any) -> str:
 def _bounded(text: str) -> str:
     """At most `MESSAGE_LIMIT` characters of a server's text, control characters escaped."""
     short = text[:MESSAGE_LIMIT]
+    # An escape is at most 10 characters (`\U0010ffff`), so the message stays within
+    # `ToolError`'s 4096 even when every character needs one.
     clean = "".join(ch if ch.isprintable() or ch == "\n" else repr(ch)[1:-1] for ch in short)
+    clean = clean[: 3 * MESSAGE_LIMIT]
     return clean if len(text) <= MESSAGE_LIMIT else f"{clean}… ({len(text)} characters)"
 
 
