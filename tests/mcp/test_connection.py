@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from mcp_support import SERVER, calls_agent, log_lines, outcomes, wait_for_log
+from mcp_support import SERVER, calls_agent, log_lines, outcomes, process_gone, wait_for_log
 
 from tubeless.mcp import McpLock, McpServer, http_server
 
@@ -55,6 +55,23 @@ def test_a_command_that_is_no_server_fails_to_open(tmp_path: Path) -> None:
         pass
     assert raised.value.code == "TUBELESS_MCP_CONNECTION_FAILED"
     assert server.closed
+
+
+def test_a_server_that_never_initializes_is_given_up_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A child that never answers `initialize` fails to open in bounded time; it is stopped."""
+    from tubeless.errors import McpConnectionError
+    from tubeless.mcp import _session, stdio_server
+
+    monkeypatch.setattr(_session, "OPEN_SECONDS", 2.0)
+    pid_file = tmp_path / "pid"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    )
+    with pytest.raises(McpConnectionError, match="did not initialize in time"):
+        stdio_server(sys.executable, ["-c", script]).__enter__()
+    assert process_gone(int(pid_file.read_text()))
 
 
 def test_http_server_calls_and_cancellation(

@@ -112,6 +112,8 @@ class McpSession:
         self._thread: threading.Thread | None = None
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._task: asyncio.Task[Any] | None = None
         self.tools_changed = 0
         """How many `notifications/tools/list_changed` the server sent."""
 
@@ -150,8 +152,11 @@ class McpSession:
             self._ready.set()
 
     async def _main(self, client: type[ClientSession]) -> None:
-        self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        if self._closing.is_set():  # closed before the loop was there to hear it
+            return
         async with self._transport() as streams:
             read, write = streams[0], streams[1]
             async with client(read, write, message_handler=self._on_message) as session:
@@ -224,10 +229,14 @@ class McpSession:
             pending = list(self._pending)
         for future in pending:
             future.cancel()
-        loop, stop, thread = self._loop, self._stop, self._thread
-        if loop is not None and stop is not None:
+        self._closing.set()
+        loop, stop, task, thread = self._loop, self._stop, self._task, self._thread
+        if loop is not None and stop is not None and task is not None:
+            # An open session ends by its stop event; one still connecting is cancelled
+            # (the transport's own shutdown is shielded and bounded, so a child still dies).
+            end = stop.set if self._session is not None else task.cancel
             with contextlib.suppress(RuntimeError):  # the loop already ended
-                loop.call_soon_threadsafe(stop.set)
+                loop.call_soon_threadsafe(end)
         if thread is not None and thread is not threading.current_thread():
             thread.join(CLOSE_SECONDS)
         self._session = None
