@@ -58,6 +58,28 @@ def calls_agent(
     )
 
 
+def batches_agent(
+    tools: Mapping[str, AgentTool], batches: Sequence[Sequence[Mapping[str, Any]]]
+) -> Pipeline:
+    """An agent that makes one batch per turn, then finishes with every outcome in order."""
+
+    def decide(state: Mapping[str, Any], context: Any) -> Mapping[str, Any]:
+        done = len(state["batches"])
+        if done < len(batches):
+            return {"kind": "continue", "calls": [dict(call) for call in batches[done]]}
+        return {"kind": "finish", "result": [o for batch in state["batches"] for o in batch]}
+
+    return define_agent(
+        id="mcp-test-turns",
+        input_schema={},
+        result_schema={},
+        initial_state=lambda options: {"batches": []},
+        decide=decide,
+        reduce=lambda state, outcomes: {"batches": [*state["batches"], list(outcomes)]},
+        tools=tools,
+    )
+
+
 def outcomes(run: PipelineRun) -> list[dict[str, Any]]:
     """The run's outcomes as plain JSON data."""
     assert run.status == "completed", run.errors

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from mcp_support import (
+    batches_agent,
     calls_agent,
     codes,
     log_lines,
@@ -97,17 +98,27 @@ def test_drift_fails_the_run_before_any_call_starts(
     assert not any(line.startswith("started") for line in log_lines(log))
 
 
-def test_a_definition_changed_mid_session_is_refused(
+def test_an_announced_change_is_refused_within_the_same_run(
     make_server: Callable[..., McpServer],
 ) -> None:
-    """After `notifications/tools/list_changed`, the next batch checks again and fails."""
+    """After `notifications/tools/list_changed`, the run's next batch checks again and fails."""
+    add = [{"id": "a", "tool": "add", "input": {"a": 1, "b": 1}}]
+    rug = [{"id": "r", "tool": "rug", "input": {"announce": True}}]
+    with make_server() as server:
+        run = batches_agent(server.tools(include=["add", "rug"]), [add, rug, add]).run({})
+    assert run.status == "failed"
+    assert "TUBELESS_MCP_TOOL_DRIFT" in codes(run)
+
+
+def test_a_silent_change_is_refused_by_the_next_run(make_server: Callable[..., McpServer]) -> None:
+    """A change the server does not announce is found by the next run's first batch."""
+    add = [{"id": "a", "tool": "add", "input": {"a": 1, "b": 1}}]
+    rug = [{"id": "r", "tool": "rug", "input": {"announce": False}}]
     with make_server() as server:
         tools = server.tools(include=["add", "rug"])
-        add = [{"id": "1", "tool": "add", "input": {"a": 1, "b": 1}}]
-        assert outcomes(calls_agent(tools, add).run({}))[0]["ok"]
-        pulled = outcomes(calls_agent(tools, [{"id": "r", "tool": "rug", "input": {}}]).run({}))
-        assert pulled[0]["value"] == "pulled"
-        run = calls_agent(tools, add).run({})
+        first = outcomes(batches_agent(tools, [add, rug, add]).run({}))
+        run = batches_agent(tools, [add]).run({})
+    assert [outcome["ok"] for outcome in first] == [True, True, True]
     assert run.status == "failed"
     assert "TUBELESS_MCP_TOOL_DRIFT" in codes(run)
 

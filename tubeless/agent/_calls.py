@@ -277,7 +277,7 @@ class CallsStep:
         execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
         if not context.dry_run:
-            _check_batch(self._runtime, decision, context.signal)
+            _check_batch(self._runtime, decision, context.signal, invocation.agent_run_id)
         if observed(context):
             context.report_attempt(
                 1,
@@ -303,7 +303,9 @@ class CallsStep:
         return tuple(outcome for outcome in batch.outcomes if outcome is not None)
 
 
-def _check_batch(runtime: AgentRuntime, batch: PreparedBatch, signal: threading.Event) -> None:
+def _check_batch(
+    runtime: AgentRuntime, batch: PreparedBatch, signal: threading.Event, run_id: str
+) -> None:
     """Run each tool source's check once, before any call of the batch starts.
 
     An MCP server compares its live tool definitions with the pinned ones here, so a
@@ -314,7 +316,7 @@ def _check_batch(runtime: AgentRuntime, batch: PreparedBatch, signal: threading.
         check = getattr(runtime.tools[call.tool], "batch_check", None)
         if check is not None and all(check is not seen for seen in checks):
             checks.append(check)
-            check(signal)
+            check(signal, run_id)
 
 
 def _fatal_label(error: BaseException) -> str:

@@ -41,7 +41,7 @@ class _ToolSpec:
     executor: concurrent.futures.Executor | None = None
     replay: str = "unsafe"
     needs_approval: NeedsApproval = False
-    batch_check: Callable[[threading.Event], None] | None = None
+    batch_check: Callable[[threading.Event, str], None] | None = None
     source_version: str | None = None
 
 
@@ -117,13 +117,13 @@ def tool_spec(tool: object) -> _ToolSpec | PipelineToolSpec:
 def source_tool(
     tool: AgentTool,
     *,
-    batch_check: Callable[[threading.Event], None] | None = None,
+    batch_check: Callable[[threading.Event, str], None] | None = None,
     source_version: str | None = None,
 ) -> AgentTool:
     """A copy of a `define_tool` tool that a tool source (an MCP server) vouches for.
 
-    `batch_check(signal)` runs once per batch holding the tool, before any call of the
-    batch starts; it raises to fail the run. `source_version` joins the tool pipeline's
+    `batch_check(signal, agent_run_id)` runs once per batch holding the tool, before any
+    call of the batch starts; it raises to fail the run. `source_version` joins the tool pipeline's
     definition identity.
 
     Raises:

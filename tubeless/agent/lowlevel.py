@@ -7,9 +7,10 @@ any release.
 What it promises, for as long as a name is listed here:
 
 - Tool sources. `source_tool(tool, batch_check=..., source_version=...)` returns a copy
-  of a `define_tool` tool that a tool source vouches for: `batch_check(signal)` runs once
-  per batch holding the tool (on the calls step's thread, with the run's signal), before
-  any call of that batch starts, and raises to fail the run; `source_version` (such as a
+  of a `define_tool` tool that a tool source vouches for: `batch_check(signal,
+  agent_run_id)` runs once per batch holding the tool (on the calls step's thread, with
+  the run's signal and the agent run's id), before any call of that batch starts, and
+  raises to fail the run; `source_version` (such as a
   digest of the source's definition) joins the tool pipeline's definition identity, and
   so the agent's.
 """

@@ -64,7 +64,7 @@ class McpServer:
         self._session: McpSession | None = None
         self._state: Literal["new", "open", "closed"] = "new"
         self._lock = threading.Lock()
-        self._verified: dict[int, int] = {}
+        self._verified: dict[int, tuple[str, int]] = {}
 
     @property
     def label(self) -> str:
@@ -171,8 +171,8 @@ class McpServer:
             pin: a lock file (or an `McpLock`): the definitions come from it, so no server
                 is needed until a call, and they join the agent's definition identity.
                 Without it the open server's definitions are listed now. Either way, the
-                first batch of each session compares them with the live ones and fails the
-                run with `TUBELESS_MCP_TOOL_DRIFT` on any difference (again after the
+                first batch of each agent run compares them with the live ones and fails
+                the run with `TUBELESS_MCP_TOOL_DRIFT` on any difference (again after the
                 server announces `notifications/tools/list_changed`).
             include: offer only these tool names (default: every tool).
             timeout: seconds a call may wait (a number > 0); at the deadline the request
@@ -206,16 +206,18 @@ class McpServer:
             needs_approval=needs_approval,
         )
 
-    def verify(self, pinned: Mapping[str, McpToolDefinition], signal: threading.Event) -> None:
-        """Compare `pinned` with the live definitions, once per session and tool list.
+    def verify(
+        self, pinned: Mapping[str, McpToolDefinition], signal: threading.Event, run_id: str
+    ) -> None:
+        """Compare `pinned` with the live definitions, once per agent run and tool list.
 
         Raises:
             McpToolDriftError: `TUBELESS_MCP_TOOL_DRIFT` when they differ.
             McpServerClosedError: when the server is not open.
         """
         session = self._open_session()
-        changes = session.tools_changed
-        if self._verified.get(id(pinned)) == changes:
+        seen = (run_id, session.tools_changed)
+        if self._verified.get(id(pinned)) == seen:
             return
         try:
             live = self._list(signal)
@@ -224,7 +226,8 @@ class McpServer:
             # `TUBELESS_MCP_CONNECTION_LOST`.
             return
         check_drift(self._label, pinned, live)
-        self._verified[id(pinned)] = changes
+        # Only the last run per selection is kept: the cache never grows with runs.
+        self._verified[id(pinned)] = seen
 
 
 class _DriftCheck:
@@ -236,8 +239,8 @@ class _DriftCheck:
         self._server = server
         self._pinned = pinned
 
-    def __call__(self, signal: threading.Event) -> None:
-        self._server.verify(self._pinned, signal)
+    def __call__(self, signal: threading.Event, run_id: str) -> None:
+        self._server.verify(self._pinned, signal, run_id)
 
 
 def _check_timeout(timeout: object) -> None:

@@ -157,7 +157,7 @@ def _per_tool(value: object, names: list[str], label: str) -> dict[str, Any]:
 def build_tools(
     definitions: Mapping[str, McpToolDefinition],
     session_of: SessionOf,
-    batch_check: Callable[[threading.Event], None],
+    batch_check: Callable[[threading.Event, str], None],
     *,
     timeout: float | None,
     replay: object,
