@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -132,3 +133,27 @@ def test_cli_lock_writes_the_lock_document(
     assert over_stdio.stdout == over_http.stdout
     assert "add" in lock.by_name()
     assert not any(line.startswith("started") for line in log_lines(log))
+
+
+def test_cli_lock_reports_an_unreachable_server_and_a_bad_header() -> None:
+    """No server at the URL exits 2 with the code; a header without a colon exits 1, unquoted."""
+    root = Path(__file__).resolve().parents[2]
+    environment = {**os.environ, "PYTHONPATH": str(root)}
+    command = [sys.executable, "-m", "tubeless", "mcp", "lock"]
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{unused.getsockname()[1]}/mcp"
+        unreachable = subprocess.run(
+            [*command, "--url", url], capture_output=True, text=True, env=environment
+        )
+    header = subprocess.run(
+        [*command, "--url", url, "--header", "Bearer-hunter2"],
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert unreachable.returncode == 2
+    assert "TUBELESS_MCP_CONNECTION_FAILED" in unreachable.stderr
+    assert unreachable.stdout == ""
+    assert header.returncode == 1
+    assert "hunter2" not in header.stderr

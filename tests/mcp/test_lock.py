@@ -155,3 +155,12 @@ def test_bad_server_arguments_are_definition_errors(make: Any) -> None:
     """An empty command, a string of args or a non-HTTP URL is refused at once."""
     with pytest.raises(AgentDefinitionError):
         make()
+
+
+def test_an_http_server_is_named_without_credentials() -> None:
+    """Messages name an HTTP server by scheme, host and path: no password, no query."""
+    server = http_server("https://user:hunter2@example.invalid:8443/mcp?token=hunter2#x")
+    assert server.label == "https://example.invalid:8443/mcp"
+    with pytest.raises(McpServerClosedError) as raised:
+        server.lock()
+    assert "hunter2" not in str(raised.value)

@@ -16,7 +16,8 @@ def _headers(values: list[str] | None) -> dict[str, str]:
     for value in values or []:
         name, colon, text = value.partition(":")
         if not colon or not name.strip():
-            raise CliUsageError([f"--header must be NAME:VALUE, got {value.split(':')[0]!r}:..."])
+            # The value may be a secret: the message never quotes it.
+            raise CliUsageError(["--header must be NAME:VALUE"])
         headers[name.strip()] = text.strip()
     return headers
 

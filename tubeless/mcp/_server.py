@@ -6,6 +6,7 @@ import math
 import os
 import threading
 import typing
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
@@ -310,4 +311,7 @@ def http_server(url: str, *, headers: Mapping[str, str] | None = None) -> McpSer
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise AgentDefinitionError(f"http_server url must be an http(s) URL, got {quote(url)}")
-    return McpServer(http_transport(url, headers), url.split("?", 1)[0])
+    # Messages and thread names show the URL without credentials, query or fragment.
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return McpServer(http_transport(url, headers), f"{parts.scheme}://{host}{parts.path}")
