@@ -164,3 +164,22 @@ def test_an_http_server_is_named_without_credentials() -> None:
     with pytest.raises(McpServerClosedError) as raised:
         server.lock()
     assert "hunter2" not in str(raised.value)
+
+
+def test_a_draft_07_input_schema_is_read_as_2020_12(tmp_path: Path) -> None:
+    """Servers that declare draft-07 still get validated tools; the lock keeps the original."""
+    draft_07 = {**ADD, "$schema": "http://json-schema.org/draft-07/schema#"}
+    lock = McpLock(
+        tools=(McpToolDefinition(name="add", description="Add.", input_schema=draft_07),)
+    )
+    tools = _server().tools(pin=_write(tmp_path / "mcp.lock.json", lock))
+    assert "$schema" not in tools["add"].input_json_schema
+    assert McpLock.read(tmp_path / "mcp.lock.json").tools[0].input_schema["$schema"]
+
+
+def test_a_schema_that_does_not_compile_names_its_tool(tmp_path: Path) -> None:
+    """An input schema tubeless cannot compile fails `tools()` naming the tool."""
+    broken = {"type": "object", "properties": {"a": {"type": "no-such-type"}}}
+    lock = McpLock(tools=(McpToolDefinition(name="odd", description="Odd.", input_schema=broken),))
+    with pytest.raises(AgentDefinitionError, match="MCP tool 'odd'"):
+        _server().tools(pin=_write(tmp_path / "mcp.lock.json", lock))

@@ -38,6 +38,13 @@ MESSAGE_LIMIT = 1024
 _ANY_OUTPUT: Mapping[str, Any] = {}
 """Output check: the SDK already validates `structuredContent` against the tool's schema."""
 
+_OLD_DRAFTS = (
+    "json-schema.org/draft-04/schema",
+    "json-schema.org/draft-06/schema",
+    "json-schema.org/draft-07/schema",
+)
+"""Dialects read as draft 2020-12 (see `_as_2020_12`)."""
+
 SessionOf = Callable[[], McpSession]
 """Gives the open session of a server, or raises `McpServerClosedError`."""
 
@@ -154,6 +161,19 @@ def _per_tool(value: object, names: list[str], label: str) -> dict[str, Any]:
     return {name: value.get(name) for name in names}
 
 
+def _as_2020_12(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` without a draft-04/06/07 `$schema`, read as draft 2020-12.
+
+    Many servers (zod-to-json-schema, for one) declare draft-07. The keywords tool inputs
+    use mean the same in both; the one that does not (array-form `items`) fails the
+    2020-12 meta-schema, so such a schema is refused rather than read differently.
+    """
+    dialect = schema.get("$schema")
+    if isinstance(dialect, str) and dialect.rstrip("#").endswith(_OLD_DRAFTS):
+        return {key: value for key, value in schema.items() if key != "$schema"}
+    return schema
+
+
 def build_tools(
     definitions: Mapping[str, McpToolDefinition],
     session_of: SessionOf,
@@ -176,14 +196,17 @@ def build_tools(
     tools = {}
     for name in names:
         definition = definitions[name]
-        tool = define_tool(
-            description=definition.description or f"MCP tool {name}",
-            input_schema=thaw(definition.input_schema),
-            output_schema=_ANY_OUTPUT,
-            run=_handler(session_of, definition, timeout),
-            replay=replays[name] or "unsafe",  # annotations never make a tool safe
-            needs_approval=approvals[name] or False,
-        )
+        try:
+            tool = define_tool(
+                description=definition.description or f"MCP tool {name}",
+                input_schema=_as_2020_12(thaw(definition.input_schema)),
+                output_schema=_ANY_OUTPUT,
+                run=_handler(session_of, definition, timeout),
+                replay=replays[name] or "unsafe",  # annotations never make a tool safe
+                needs_approval=approvals[name] or False,
+            )
+        except AgentDefinitionError as error:
+            raise AgentDefinitionError(f"MCP tool {quote(name)}: {error}") from error
         tools[name] = source_tool(
             tool, batch_check=batch_check, source_version=f"mcp:{definition.digest}"
         )
