@@ -183,3 +183,15 @@ def test_a_schema_that_does_not_compile_names_its_tool(tmp_path: Path) -> None:
     lock = McpLock(tools=(McpToolDefinition(name="odd", description="Odd.", input_schema=broken),))
     with pytest.raises(AgentDefinitionError, match="MCP tool 'odd'"):
         _server().tools(pin=_write(tmp_path / "mcp.lock.json", lock))
+
+
+def test_a_missing_sdk_is_a_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the `mcp` package, opening a server is `TUBELESS_EXTRA_MISSING`; nothing runs."""
+    from tubeless.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "mcp.client.session", None)
+    server = _server()
+    with pytest.raises(MissingExtraError, match=r"tubeless-pipelines\[mcp\]") as raised:
+        server.__enter__()
+    assert raised.value.code == "TUBELESS_EXTRA_MISSING"
+    assert server.closed
