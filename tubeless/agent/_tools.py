@@ -123,8 +123,8 @@ def source_tool(
     """A copy of a `define_tool` tool that a tool source (an MCP server) vouches for.
 
     `batch_check(signal, agent_run_id)` runs once per batch holding the tool, before any
-    call of the batch starts; it raises to fail the run. `source_version` joins the tool pipeline's
-    definition identity.
+    call of the batch starts; it raises to fail the run. `source_version` joins the tool
+    pipeline's definition identity.
 
     Raises:
         AgentDefinitionError: when `tool` was not made by `define_tool`.
