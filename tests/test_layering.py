@@ -25,8 +25,19 @@ ALLOWED = {
     "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "_fingerprint", "trace"},
     "agent": {"errors", "schema", "_frozen", "pipeline"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
+    "mcp": {"errors", "_frozen", "_fingerprint", "pipeline", "agent"},
     "progress": {"errors", "_frozen", "trace"},
-    "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress", "_version"},
+    "cli": {
+        "errors",
+        "schema",
+        "_frozen",
+        "trace",
+        "pipeline",
+        "agent",
+        "progress",
+        "_version",
+        "mcp",
+    },
     "__init__": {
         "errors",
         "schema",
@@ -35,6 +46,7 @@ ALLOWED = {
         "pipeline",
         "agent",
         "cli",
+        "mcp",
         "testing",
         "_version",
     },
@@ -57,6 +69,8 @@ CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "requests": None,
     "pydantic": "agent/_function_tools.py",
     "pytest": "pytest_plugin.py",
+    "mcp": "mcp/",
+    "anyio": "mcp/",
 }
 
 

@@ -13,6 +13,7 @@ PUBLIC_MODULES = [
     "tubeless.agent",
     "tubeless.cli",
     "tubeless.errors",
+    "tubeless.mcp",
     "tubeless.pipeline",
     "tubeless.progress",
     "tubeless.schema",

@@ -33,6 +33,12 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── CliValidationError         command-line arguments were rejected; `.errors`
     │   │   └── CliUsageError          command-line arguments could not be parsed at all
     │   ├── CliLoadError               the CLI could not load a module or store; `.exit_code`
+    │   ├── McpError                   an MCP server could not serve its tools
+    │   │   ├── McpConnectionError     the server could not be reached, or the connection died
+    │   │   ├── McpServerClosedError   the server is not open (not entered yet, or closed)
+    │   │   ├── McpToolDriftError      live tool definitions differ from the pinned ones;
+    │   │   │                          `.tools`
+    │   │   └── McpLockError           a lock file is not a valid MCP lock document
     │   └── MissingExtraError          an optional dependency is not installed; `.extra`
     │                                  (also an `ImportError`)
     └── ValueError
@@ -108,6 +114,11 @@ __all__ = [
     "FanOutFailure",
     "Issue",
     "IterationError",
+    "McpConnectionError",
+    "McpError",
+    "McpLockError",
+    "McpServerClosedError",
+    "McpToolDriftError",
     "MissingExtraError",
     "PendingApproval",
     "PipelineCancelledError",
@@ -334,6 +345,48 @@ class MissingExtraError(TubelessError, ImportError):
             code="TUBELESS_EXTRA_MISSING",
         )
         self.extra = extra
+
+
+class McpError(TubelessError):
+    """An MCP server could not serve its tools (the family of `tubeless.mcp` errors)."""
+
+
+class McpConnectionError(McpError):
+    """The server could not be started or reached, or its connection died.
+
+    `TUBELESS_MCP_CONNECTION_FAILED` when opening or listing failed;
+    `TUBELESS_MCP_CONNECTION_LOST` when an open connection dropped.
+    """
+
+    def __init__(self, message: str, *, code: str = "TUBELESS_MCP_CONNECTION_FAILED") -> None:
+        super().__init__(message, code=code)
+
+
+class McpServerClosedError(McpError):
+    """An `McpServer` was used while not open: before its `with` block, or after it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="TUBELESS_MCP_SERVER_CLOSED")
+
+
+class McpToolDriftError(McpError):
+    """A live server's tool definitions differ from the pinned ones; `tools` names them.
+
+    Raised before any call of the batch starts, so a changed definition is never called.
+    """
+
+    tools: tuple[str, ...]
+
+    def __init__(self, message: str, *, tools: Sequence[str]) -> None:
+        super().__init__(message, code="TUBELESS_MCP_TOOL_DRIFT")
+        self.tools = tuple(tools)
+
+
+class McpLockError(McpError, ValueError):
+    """A lock file is missing, unreadable or not a valid MCP lock document."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="TUBELESS_MCP_INVALID_LOCK")
 
 
 class AgentDefinitionError(TubelessError, TypeError):

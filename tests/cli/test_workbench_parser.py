@@ -35,7 +35,7 @@ def test_building_the_parser_has_no_side_effects(
 
 
 def test_the_parser_has_every_command() -> None:
-    """The parser holds list, inspect, plan, graph, run, history, export otel, approvals, batch."""
+    """The parser holds every command: list ... approvals, batch, and mcp lock."""
     assert list(_parsers(get_parser())) == [
         "tubeless",
         "tubeless list",
@@ -48,6 +48,8 @@ def test_the_parser_has_every_command() -> None:
         "tubeless export otel",
         "tubeless approvals",
         "tubeless batch",
+        "tubeless mcp",
+        "tubeless mcp lock",
     ]
 
 

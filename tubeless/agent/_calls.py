@@ -347,6 +347,8 @@ class CallsStep:
         execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
         invocation.budget.check_time()
+        if not context.dry_run:
+            _check_batch(self._runtime, decision, context.signal, invocation.agent_run_id)
         if observed(context):
             context.report_attempt(
                 1,
@@ -374,6 +376,22 @@ class CallsStep:
 
 def _timed_out(outcome: FrozenDict) -> bool:
     return not outcome["ok"] and outcome["error"]["code"] == TIMED_OUT_CODE
+
+
+def _check_batch(
+    runtime: AgentRuntime, batch: PreparedBatch, signal: threading.Event, run_id: str
+) -> None:
+    """Run each tool source's check once, before any call of the batch starts.
+
+    An MCP server compares its live tool definitions with the pinned ones here, so a
+    drifted tool fails the run before any call of the batch is dispatched.
+    """
+    checks: list[Any] = []
+    for call in batch.calls:
+        check = getattr(runtime.tools[call.tool], "batch_check", None)
+        if check is not None and all(check is not seen for seen in checks):
+            checks.append(check)
+            check(signal, run_id)
 
 
 def _fatal_label(error: BaseException) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import re
+import threading
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
@@ -43,6 +44,8 @@ class _ToolSpec:
     needs_approval: NeedsApproval = False
     timeout: float | None = None
     retry: Retry | None = None
+    batch_check: Callable[[threading.Event, str], None] | None = None
+    source_version: str | None = None
 
 
 @typing.final
@@ -112,6 +115,29 @@ def tool_spec(tool: object) -> _ToolSpec | PipelineToolSpec:
     if spec is None:
         raise KeyError(tool)
     return spec
+
+
+def source_tool(
+    tool: AgentTool,
+    *,
+    batch_check: Callable[[threading.Event, str], None] | None = None,
+    source_version: str | None = None,
+) -> AgentTool:
+    """A copy of a `define_tool` tool that a tool source (an MCP server) vouches for.
+
+    `batch_check(signal, agent_run_id)` runs once per batch holding the tool, before any
+    call of the batch starts; it raises to fail the run. `source_version` joins the tool
+    pipeline's definition identity.
+
+    Raises:
+        AgentDefinitionError: when `tool` was not made by `define_tool`.
+    """
+    spec = tool_spec(tool) if isinstance(tool, AgentTool) else None
+    if not isinstance(spec, _ToolSpec):
+        raise AgentDefinitionError("A tool source needs a tool made by define_tool")
+    return new_tool(
+        dataclasses.replace(spec, batch_check=batch_check, source_version=source_version)
+    )
 
 
 def _schema(value: object, label: str) -> Schema:
@@ -329,4 +355,9 @@ def tool_pipeline(agent_id: str, name: str, spec: _ToolSpec) -> Pipeline:
         output_schema=spec.output_schema,
         dry_run=_tool_handler(spec.preview) if spec.preview else "skip",
     )
-    return define_pipeline(id=f"{agent_id}/tool/{name}", steps=[step], finalize=step)
+    return define_pipeline(
+        id=f"{agent_id}/tool/{name}",
+        steps=[step],
+        finalize=step,
+        implementation_version=spec.source_version,
+    )

@@ -16,6 +16,7 @@ from tubeless.cli._workbench_approvals import handle_approvals
 from tubeless.cli._workbench_batch import handle_batch
 from tubeless.cli._workbench_export import handle_export
 from tubeless.cli._workbench_history import handle_history
+from tubeless.cli._workbench_mcp import handle_mcp
 from tubeless.cli._workbench_parser import get_parser
 from tubeless.cli._workbench_run import handle_run
 from tubeless.cli._workbench_views import handle_graph, handle_inspect, handle_list, handle_plan
@@ -32,6 +33,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": handle_export,
     "approvals": handle_approvals,
     "batch": handle_batch,
+    "mcp": handle_mcp,
 }
 
 

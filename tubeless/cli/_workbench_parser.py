@@ -26,6 +26,7 @@ COMMAND_HELP = {
     "export": "Send recorded runs to an observability backend (export otel: OTLP/HTTP).",
     "approvals": "List the tool calls of durable agents that wait for approval.",
     "batch": "Run a pipeline once per line of a JSON-lines file, resumably.",
+    "mcp": "Work with MCP servers as tool sources (mcp lock: pin their tool definitions).",
 }
 """One sentence per command, as the top-level help lists them."""
 
@@ -300,6 +301,46 @@ def _add_export(commands: argparse._SubParsersAction[StrictArgumentParser]) -> N
     )
 
 
+_LOCK_DESCRIPTION = (
+    "Start (--stdio) or reach (--url) an MCP server, list its tools and print their "
+    "definitions (name, description, input and output schema, and a sha256 digest of each) "
+    "as a lock document on stdout: tubeless mcp lock --stdio python server.py > "
+    "mcp.lock.json. Review it and commit it; server.tools(pin='mcp.lock.json') then reads the "
+    "definitions from it, and a run whose live server differs fails with "
+    "TUBELESS_MCP_TOOL_DRIFT before any call. No tool is called. Needs the mcp extra: "
+    "pip install 'tubeless-pipelines[mcp]'."
+)
+
+
+def _add_mcp(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
+    parser = commands.add_parser("mcp", help=COMMAND_HELP["mcp"], description=COMMAND_HELP["mcp"])
+    actions = parser.add_subparsers(
+        dest="mcp_command", metavar="ACTION", required=True, parser_class=StrictArgumentParser
+    )
+    lock = actions.add_parser(
+        "lock",
+        help="Print an MCP server's tool definitions as a lock document.",
+        description=_LOCK_DESCRIPTION,
+    )
+    source = lock.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--stdio",
+        nargs=argparse.REMAINDER,
+        metavar="CMD",
+        help="Run the server as this command (with the rest of the arguments as its own) "
+        "and speak MCP over its stdin and stdout; put it last.",
+    )
+    source.add_argument(
+        "--url", metavar="URL", help="Reach the server over streamable HTTP at this URL."
+    )
+    lock.add_argument(
+        "--header",
+        action="append",
+        metavar="NAME:VALUE",
+        help="Send this HTTP header with every request to --url (repeatable).",
+    )
+
+
 def get_parser() -> StrictArgumentParser:
     """Build the whole `tubeless` parser (no side effects: nothing is loaded or printed)."""
     parser = StrictArgumentParser(
@@ -321,6 +362,7 @@ def get_parser() -> StrictArgumentParser:
     _add_export(commands)
     _add_approvals(commands)
     _add_batch(commands)
+    _add_mcp(commands)
     return parser
 
 
