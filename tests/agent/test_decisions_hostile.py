@@ -374,10 +374,10 @@ def _errors_text(run: PipelineRun) -> str:
     ],
 )
 def test_call_inputs_must_be_plain_data(value: Any, reason: str) -> None:
-    """A call input that is not plain data is an invalid decision naming where and why."""
+    """A call input that is not plain data is an invalid argument naming where and why."""
     run = assert_refused({"kind": "continue", "calls": [_call("c1", "echo", value)]})
 
-    assert "TUBELESS_AGENT_INVALID_DECISION" in _errors_text(run)
+    assert "TUBELESS_AGENT_INVALID_ARGUMENTS" in _errors_text(run)
     assert f"Agent call 'c1' input must be plain JSON data: {reason}" in _errors_text(run)
 
 
@@ -385,9 +385,10 @@ def test_call_inputs_must_be_plain_data(value: Any, reason: str) -> None:
     "value", [math.nan, {1, 2}, b"raw", _cycle(), _nested(10_000, False), {"a": object()}]
 )
 def test_finish_results_must_be_plain_data(value: Any) -> None:
-    """A finish result that is not plain data is an invalid decision, before the schema."""
+    """A finish result that is not plain data is an invalid result, before the schema."""
     run = assert_refused({"kind": "finish", "result": value})
 
+    assert "TUBELESS_AGENT_INVALID_RESULT" in _errors_text(run)
     assert "Agent finish result must be plain JSON data" in _errors_text(run)
 
 

@@ -98,9 +98,13 @@ def test_no_message_quotes_the_rejected_value(schema: dict[str, Any], value: Any
 @pytest.mark.parametrize(
     ("schema", "value", "expected"),
     [
-        ({"type": "string"}, 3, ["Expected string"]),
-        ({"type": ["integer", "null"]}, "x", ["Expected integer or null"]),
-        ({"type": ["integer", "null", "array"]}, "x", ["Expected integer, null or array"]),
+        ({"type": "string"}, 3, ["Expected string, got integer"]),
+        ({"type": ["integer", "null"]}, "x", ["Expected integer or null, got string"]),
+        (
+            {"type": ["integer", "null", "array"]},
+            "x",
+            ["Expected integer, null or array, got string"],
+        ),
         (
             {"required": ["question", "topic", "id"]},
             {"id": 1},

@@ -284,7 +284,7 @@ class AgentStep:
                 context.report_attempt(1, delegation.attributes)
         ids = delegation.ids if delegation is not None else None
         if journal is not None:
-            budget.calls, budget.decisions = journal.totals()
+            budget.calls, budget.decisions, budget.repairs = journal.totals()
             execution_id, agent_path = journal.execution_id, journal.agent_path
         elif ids is not None:
             execution_id, agent_path = ids.id, f"{ids.agent}/{ids.turn}/{ids.call}"

@@ -119,9 +119,21 @@ class DecisionContext(_StepServices):
         state_version: 0-based; advances after every accepted batch.
         capabilities: tuple of read-only `{name, description, inputJsonSchema}`, by name.
         result_json_schema: the read-only raw-result JSON Schema.
+        rejection: `None`, or when the previous decision of this turn was rejected and
+            sent back for repair (`AgentLimits.max_repairs`), a read-only mapping
+            `{code, message, attempt, issues}`: `attempt` counts the turn's rejections
+            from 1, and each issue is `{callId, tool, path, message}` with `path` a JSON
+            pointer into the decision (`/calls/1/input/n`). Nothing of that decision ran.
     """
 
-    __slots__ = ("capabilities", "options", "result_json_schema", "state_version", "turn")
+    __slots__ = (
+        "capabilities",
+        "options",
+        "rejection",
+        "result_json_schema",
+        "state_version",
+        "turn",
+    )
 
     def __init__(
         self,
@@ -132,8 +144,10 @@ class DecisionContext(_StepServices):
         state_version: int,
         capabilities: tuple[FrozenDict, ...],
         result_json_schema: FrozenDict,
+        rejection: FrozenDict | None = None,
     ) -> None:
         super().__init__(step)
+        self.rejection = rejection
         self.options = options
         self.turn = turn
         self.state_version = state_version

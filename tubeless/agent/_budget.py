@@ -1,7 +1,7 @@
 """One budget per agent invocation, chained to its ancestors' in a tree with one permit queue.
 
 A root invocation makes an `AgentTree`; a subagent's budget hangs below the budget of the
-agent that called it. Charges (calls, decisions) are checked against every budget in the
+agent that called it. Charges (calls, decisions, repairs) are checked against every budget in the
 chain and applied to all of them under the tree's one lock, so sibling subagents on other
 threads can never overspend a shared ancestor. Jobs (a `decide` callback, a leaf handler)
 take one permit from every budget in their chain together; a call that only waits for its
@@ -120,6 +120,7 @@ class Budget:
         "decisions",
         "level",
         "limits",
+        "repairs",
         "run_id",
         "sole",
         "tree",
@@ -146,6 +147,7 @@ class Budget:
         self.chain: tuple[Budget, ...] = (self,) if parent is None else (*parent.chain, self)
         self.calls = 0
         self.decisions = 0
+        self.repairs = 0
         self.active = 0
 
     def admit_decision(self) -> None:
@@ -173,6 +175,35 @@ class Budget:
                     raise _limit(budget, "max_calls", budget.calls, count)
             for budget in self.chain:
                 budget.calls += count
+
+    def check_calls(self, count: int) -> None:
+        """Check that a batch of `count` calls fits every budget, charging nothing.
+
+        Raises:
+            AgentLimitError: `max_calls`, naming the nearest budget that refused.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                if count > budget.limits.max_calls - budget.calls:
+                    raise _limit(budget, "max_calls", budget.calls, count)
+
+    def admit_repair(self) -> None:
+        """Charge one repair and the decision it asks for to every budget in the chain.
+
+        Raises:
+            AgentLimitError: `max_repairs` (checked first) or `max_decisions`, naming the
+                nearest budget that refused; nothing is charged then.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                if budget.repairs + 1 > budget.limits.max_repairs:
+                    raise _limit(budget, "max_repairs", budget.repairs, 1)
+            for budget in reversed(self.chain):
+                if budget.decisions + 1 > budget.limits.max_decisions:
+                    raise _limit(budget, "max_decisions", budget.decisions, 1)
+            for budget in self.chain:
+                budget.repairs += 1
+                budget.decisions += 1
 
     def check_delegation(self) -> None:
         """Check that one more level of subagents fits every budget's `max_depth`.

@@ -16,9 +16,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 class AgentLimits:
     """Hard limits of one agent invocation and of the subagents it delegates to.
 
-    `max_calls`, `max_decisions`, `max_depth` and `max_concurrency` bound the whole subtree
-    below the invocation: a subagent's own limits can only tighten them. `max_turns` is
-    local to each agent.
+    `max_calls`, `max_decisions`, `max_depth`, `max_concurrency` and `max_repairs` bound the
+    whole subtree below the invocation: a subagent's own limits can only tighten them.
+    `max_turns` is local to each agent.
     """
 
     max_turns: int = 20
@@ -31,23 +31,32 @@ class AgentLimits:
     """Levels of subagents below this invocation; 0 rejects every pipeline tool call."""
     max_concurrency: int = 1
     """Jobs (decisions and tool handlers) running at once in this invocation's subtree."""
+    max_repairs: int = 0
+    """Invalid decisions sent back to `decide` (as `context.rejection`) in this invocation
+    and every subagent below it; 0 fails the run on the first invalid decision."""
 
     def to_dict(self) -> dict[str, int]:
-        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`."""
-        return {
+        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`.
+
+        `maxRepairs` is there only when set, so identities made before it stay the same.
+        """
+        wire = {
             "maxTurns": self.max_turns,
             "maxCalls": self.max_calls,
             "maxDecisions": self.max_decisions,
             "maxDepth": self.max_depth,
             "maxConcurrency": self.max_concurrency,
         }
+        if self.max_repairs:
+            wire["maxRepairs"] = self.max_repairs
+        return wire
 
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(AgentLimits))
 
 
 def _check(name: str, value: object) -> int:
-    minimum = 0 if name in ("max_calls", "max_depth") else 1
+    minimum = 0 if name in ("max_calls", "max_depth", "max_repairs") else 1
     safe = (
         isinstance(value, int)
         and not isinstance(value, bool)

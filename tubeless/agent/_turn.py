@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from tubeless._frozen import FrozenDict, thaw
+from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._approvals import (
@@ -18,14 +18,26 @@ from tubeless.agent._approvals import (
     waiting,
 )
 from tubeless.agent._budget import Budget
-from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
-from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
+from tubeless.agent._decisions import ContinueDecision, parse_decision
+from tubeless.agent._delegate import PipelineToolSpec, prepare_child_options
 from tubeless.agent._journal import AgentJournal, Durability
 from tubeless.agent._limits import AgentLimits
+from tubeless.agent._prepare import BatchPreparer, PreparedCall, prepare_result
+from tubeless.agent._repairs import (
+    DecisionRejected,
+    charge_repair,
+    rejection_attributes,
+    rejection_of,
+    shape_rejection,
+)
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
-from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
-from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
+from tubeless.errors import (
+    AgentError,
+    AgentLimitError,
+    ApprovalRequiredError,
+)
+from tubeless.pipeline import Pipeline, RunControls, StepContext
 from tubeless.pipeline.lowlevel import LazyPool, observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
 
@@ -122,20 +134,6 @@ class Invocation:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class PreparedCall:
-    """A call whose tool is resolved and whose input is validated (transformed once)."""
-
-    id: str
-    tool: str
-    input: Any
-    """The validated input; for a pipeline tool, the child's validated options."""
-    plan: PipelinePlan
-    """The plan of the pipeline the call runs."""
-    child_plan: PipelinePlan | None = None
-    """For an ordinary pipeline tool, the plan of the child below `<id>/tool/<name>`."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class PreparedFinish:
     """A validated finish: the transformed result."""
 
@@ -177,43 +175,66 @@ class DecideStep:
             if journal is not None:
                 journal.reserve(execution.turn, execution.to_dict())
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
-        view = DecisionContext(
-            context,
-            options=invocation.options,
-            turn=execution.turn,
-            state_version=execution.state_version,
-            capabilities=runtime.capabilities,
-            result_json_schema=runtime.result_json_schema,
-        )
-        with invocation.budget.permit(signal):
-            raise_if_cancelled(signal)
-            raw = callback(execution.state, view)
-        decision = parse_decision(raw)
+        # A resume after a repair sends the saved rejection again, charging nothing more.
+        rejection = freeze_json(saved["rejection"]) if saved and "rejection" in saved else None
+        while True:
+            view = DecisionContext(
+                context,
+                options=invocation.options,
+                turn=execution.turn,
+                state_version=execution.state_version,
+                capabilities=runtime.capabilities,
+                result_json_schema=runtime.result_json_schema,
+                rejection=rejection,
+            )
+            with invocation.budget.permit(signal):
+                raise_if_cancelled(signal)
+                raw = callback(execution.state, view)
+            attempt = 1 if rejection is None else rejection["attempt"] + 1
+            try:
+                return self._accept(raw, view, attempt, context)
+            except DecisionRejected as rejected:
+                rejection = self._repair(rejected, attempt, context)
+
+    def _accept(
+        self, raw: Any, view: DecisionContext, attempt: int, context: StepContext
+    ) -> PreparedBatch | PreparedFinish:
+        """Check a decision and prepare it; a repairable problem raises `DecisionRejected`."""
+        runtime = self._runtime
+        execution, invocation = turn_options(context.options)
+        signal = context.signal
+        journal = invocation.journal
+        repairs = runtime.limits.max_repairs > 0
+        try:
+            decision = parse_decision(raw)
+        except AgentError as error:
+            if not repairs:
+                raise
+            raise shape_rejection(raw, error) from None
         raise_if_cancelled(signal)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
         if observed(context):
-            context.report_attempt(
-                1,
-                {
-                    "agent.runId": invocation.agent_run_id,
-                    "agent.turn": execution.turn,
-                    "agent.stateVersion": execution.state_version,
-                    "agent.callsAdmitted": execution.calls,
-                    "agent.decision": "continue" if batch else "finish",
-                    "agent.callCount": len(batch),
-                },
-            )
+            attributes: dict[str, object] = {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.stateVersion": execution.state_version,
+                "agent.callsAdmitted": execution.calls,
+                "agent.decision": "continue" if batch else "finish",
+                "agent.callCount": len(batch),
+            }
+            if attempt > 1:
+                attributes["agent.repair"] = attempt - 1
+            context.report_attempt(attempt, attributes)
         if not isinstance(decision, ContinueDecision):
-            _require_plain(decision.result, "Agent finish result")
-            result = validate_boundary(
-                runtime.result_schema, decision.result, "Agent finish result"
-            )
+            result = prepare_result(runtime.result_schema, decision.result, repairs)
             raise_if_cancelled(signal)
             if journal is not None:
                 journal.finished(result)
             return PreparedFinish(result)
-        self._admit(execution, invocation, len(batch))
-        prepared = self._prepare(decision, context, invocation.budget)
+        self._check_room(execution, invocation, len(batch))
+        preparer = BatchPreparer(runtime.tools, runtime.tool_pipelines, context, repairs)
+        prepared = preparer.prepare(decision, invocation.budget)
+        invocation.budget.admit_calls(len(batch))
         if journal is not None:
             waits = self._waiting(prepared, view, invocation.agent_run_id)
             # The calls step starts this many at once (see `run_lazily`); none when a call
@@ -227,6 +248,30 @@ class DecideStep:
             if waits:
                 raise ApprovalRequiredError(journal.pending_approvals())
         return PreparedBatch(prepared)
+
+    def _repair(self, rejected: DecisionRejected, attempt: int, context: StepContext) -> FrozenDict:
+        """Charge a repair and journal it; the rejection the next `decide` sees.
+
+        Raises:
+            RunCancelledError: a cancelled run is never repaired.
+            AgentLimitError: out of repairs (or decisions), caused by the first problem.
+        """
+        execution, invocation = turn_options(context.options)
+        raise_if_cancelled(context.signal)
+        rejection = rejection_of(rejected, attempt, self._runtime.tools)
+        if observed(context):
+            attributes = {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                **rejection_attributes(rejection),
+            }
+            if attempt > 1:
+                attributes["agent.repair"] = attempt - 1
+            context.report_attempt(attempt, attributes)
+        charge_repair(invocation.budget, rejected)
+        if invocation.journal is not None:
+            invocation.journal.repaired(rejection)
+        return rejection
 
     def _waiting(
         self, prepared: tuple[PreparedCall, ...], view: DecisionContext, run_id: str
@@ -317,7 +362,8 @@ class DecideStep:
                 )
         return tuple(prepared)
 
-    def _admit(self, execution: Execution, invocation: Invocation, size: int) -> None:
+    def _check_room(self, execution: Execution, invocation: Invocation, size: int) -> None:
+        """Check `max_turns` and that the batch fits `max_calls`, charging nothing yet."""
         limits = self._runtime.limits
         if execution.turn >= limits.max_turns:
             raise AgentLimitError(
@@ -327,65 +373,7 @@ class DecideStep:
                 requested=1,
                 scope=invocation.agent_run_id,
             )
-        invocation.budget.admit_calls(size)
-
-    def _prepare(
-        self, decision: ContinueDecision, context: StepContext, budget: Budget
-    ) -> tuple[PreparedCall, ...]:
-        runtime = self._runtime
-        tools = runtime.tools
-        delegates = False
-        for call in decision.calls:
-            spec = tools.get(call.tool)
-            if spec is None:
-                raise AgentError(
-                    f"Unknown agent tool: {quote(call.tool)}",
-                    code="TUBELESS_AGENT_INVALID_DECISION",
-                )
-            delegates = delegates or isinstance(spec, PipelineToolSpec)
-            problem = plain_data_problem(call.input)
-            if problem is not None:
-                _refuse_plain(problem, f"Agent call {quote(call.id)} input")
-        if delegates:
-            budget.check_delegation()
-        prepared = []
-        controls = _DRY if context.dry_run else _WET
-        plans: dict[str, PipelinePlan] = {}  # a tool's plan, made once per batch
-        signal = context.signal
-        for call in decision.calls:
-            raise_if_cancelled(signal)
-            spec = tools[call.tool]
-            if isinstance(spec, PipelineToolSpec):
-                prepared.append(self._prepare_delegation(call, spec, context))
-                continue
-            value = validate_boundary(
-                spec.input_schema, call.input, f"Agent tool {call.tool} input"
-            )
-            raise_if_cancelled(signal)
-            plan = plans.get(call.tool)
-            if plan is None:
-                plan = plans[call.tool] = runtime.tool_pipelines[call.tool].plan(controls)
-            if not plan.ok:
-                raise AgentError(
-                    f"Agent tool {call.tool} has an invalid plan",
-                    code="TUBELESS_AGENT_INVALID_DECISION",
-                )
-            prepared.append(PreparedCall(call.id, call.tool, value, plan))
-        return tuple(prepared)
-
-    def _prepare_delegation(
-        self, call: AgentCall, spec: PipelineToolSpec, context: StepContext
-    ) -> PreparedCall:
-        options = prepare_child_options(spec, call.tool, call.input)
-        raise_if_cancelled(context.signal)
-        controls = _DRY if context.dry_run else _WET
-        child_plan = spec.pipeline.plan(controls)
-        check_child_plan(call.tool, child_plan)
-        if spec.subagent:
-            return PreparedCall(call.id, call.tool, options, child_plan)
-        plan = self._runtime.tool_pipelines[call.tool].plan(controls)
-        check_child_plan(call.tool, plan)
-        return PreparedCall(call.id, call.tool, options, plan, child_plan)
+        invocation.budget.check_calls(size)
 
 
 def _require_plain(value: Any, label: str) -> None:

@@ -56,6 +56,7 @@ _LIMIT_NAMES = (
     ("maxDecisions", "max_decisions"),
     ("maxDepth", "max_depth"),
     ("maxConcurrency", "max_concurrency"),
+    ("maxRepairs", "max_repairs"),
 )
 
 
