@@ -19,6 +19,10 @@ Model input is bounded in UTF-8 bytes: the question by 4 KiB (before any request
 observation history by 16 KiB (before the next state is committed), and the whole encoded
 request body by 32 KiB (before every request). These are application budgets, not token
 counts.
+
+A decision tubeless rejects (a bad argument, a duplicate call id, a final answer the answer
+schema refuses) goes back to the model at most twice (`max_repairs`): nothing of it runs,
+and the next request answers each of the model's function calls with its issues.
 """
 
 from __future__ import annotations
@@ -70,7 +74,14 @@ agent = define_agent(
     input_schema=question_options,
     result_schema=text_answer,
     tools=text_tools,
-    limits={"max_turns": 6, "max_calls": 12, "max_decisions": 6, "max_concurrency": 3},
+    # A rejected decision goes back to the model twice at most (each a decision, too).
+    limits={
+        "max_turns": 6,
+        "max_calls": 12,
+        "max_decisions": 8,
+        "max_concurrency": 3,
+        "max_repairs": 2,
+    },
     initial_state=start,
     decide=openai_decision,
     reduce=remember,
