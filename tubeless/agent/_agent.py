@@ -383,7 +383,8 @@ def define_agent(
         dry_run: preview decision source used instead of `decide` in dry runs; without
             it a dry run skips the agent.
         limits: `AgentLimits` or a dict with `max_turns`, `max_calls`, `max_decisions`,
-            `max_depth`, `max_concurrency`.
+            `max_depth`, `max_concurrency`, `max_repairs` (invalid decisions sent back to
+            `decide` as `context.rejection` instead of failing the run; default 0).
         name: display name of the pipeline.
         description: description of the pipeline.
         implementation_version: bump it when prompts, validators, reducers or handlers

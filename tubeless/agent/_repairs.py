@@ -85,13 +85,12 @@ def shape_rejection(raw: object, error: AgentError) -> DecisionRejected:
 def charge_repair(budget: Budget, rejected: DecisionRejected) -> None:
     """Charge a repair and its decision, or raise what the run fails with.
 
+    (An agent whose own `max_repairs` is 0 never gets here: its first problem raises.)
+
     Raises:
-        AgentError: the first problem's error when the agent allows no repairs.
         AgentLimitError: `max_repairs` or `max_decisions` (with `scope=` the refusing
             budget), caused by the first problem's error.
     """
-    if budget.limits.max_repairs == 0:
-        raise rejected.error
     try:
         budget.admit_repair()
     except AgentLimitError as limit:

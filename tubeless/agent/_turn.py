@@ -32,11 +32,7 @@ from tubeless.agent._repairs import (
 )
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
-from tubeless.errors import (
-    AgentError,
-    AgentLimitError,
-    ApprovalRequiredError,
-)
+from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
 from tubeless.pipeline import Pipeline, RunControls, StepContext
 from tubeless.pipeline.lowlevel import LazyPool, observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
