@@ -13,6 +13,7 @@ from tubeless import AgentLimits, Durability, define_agent, define_tool, pipelin
 from tubeless.errors import AgentDefinitionError, AgentError, AgentLimitError
 from tubeless.pipeline import PipelineRun
 from tubeless.testing import MemoryCheckpointStore, MemoryTraceSink
+from tubeless.trace import agent_history, format_agent_history
 
 TEXT = {"type": "string"}
 ECHO_INPUT = {
@@ -413,6 +414,21 @@ def test_each_rejection_is_traced_on_its_decide_attempt() -> None:
     assert first_turn[2][1]["agent.repair"] == 1
     assert "agent.repair" not in first_turn[0][1]
     assert all("agent.rejection.code" not in a for _, a in attempts if a["agent.turn"] == 2)
+
+
+def test_history_counts_the_rejected_decisions_of_each_turn() -> None:
+    """The agent tree names how many decisions of a turn were sent back."""
+    sink = MemoryTraceSink()
+    model = Model(_finish(1), _finish(2), _finish())
+
+    run = _agent(model, max_repairs=2).run({}, context={"tracing": sink})
+
+    history = agent_history(sink.records, run.run_id)
+    assert history is not None
+    [turn] = history.agents[0].turns
+    assert turn.rejections == 2
+    assert turn.to_dict()["rejections"] == 2
+    assert "turn 1  completed  2 decisions rejected" in format_agent_history(history)
 
 
 # -- subagents ----------------------------------------------------------------------------

@@ -84,15 +84,20 @@ class AgentTurnView:
     """The turn run's status."""
     calls: tuple[AgentCallView, ...]
     """The turn's dispatched calls, in the order they started."""
+    rejections: int = 0
+    """Decisions of the turn rejected and sent back to `decide` (`max_repairs`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return `{index, runId, status, calls}`."""
-        return {
+        """Return `{index, runId, status, calls, rejections?}` (`rejections` when any)."""
+        out = {
             "index": self.index,
             "runId": self.run_id,
             "status": self.status,
             "calls": [call.to_dict() for call in self.calls],
         }
+        if self.rejections:
+            out["rejections"] = self.rejections
+        return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,7 +149,7 @@ class AgentHistory:
 
 
 class _Run:
-    __slots__ = ("attributes", "children", "completed", "first", "is_agent")
+    __slots__ = ("attributes", "children", "completed", "first", "is_agent", "rejections")
 
     def __init__(self, first: Mapping[str, Any]) -> None:
         self.first = first
@@ -152,6 +157,7 @@ class _Run:
         self.attributes: Mapping[str, Any] | None = None
         self.is_agent = False
         self.children: list[str] = []
+        self.rejections = 0
 
     @property
     def run_id(self) -> str:
@@ -187,9 +193,11 @@ class _Run:
                 nested.get("mode") == "iterate"
                 and nested.get("pipelineId") == f"{self.pipeline_id}/turn"
             )
-        elif name == "step.attempted" and self.attributes is None:
+        elif name == "step.attempted":
             attributes = record["payload"].get("attributes") or {}
-            if "agent.callId" in attributes:
+            if "agent.rejection.code" in attributes:
+                self.rejections += 1
+            elif self.attributes is None and "agent.callId" in attributes:
                 self.attributes = attributes
 
 
@@ -286,6 +294,7 @@ class _Builder:
                     run_id=turn.run_id,
                     status=turn.status,
                     calls=tuple(calls),
+                    rejections=turn.rejections,
                 )
             )
         self.agents.append(
@@ -382,7 +391,9 @@ def format_agent_history(history: AgentHistory) -> str:
             )
         )
         for turn in agent.turns:
-            lines.append(_line(depth + 1, f"turn {turn.index}  {turn.status}"))
+            count = turn.rejections
+            repaired = f"  {count} decision{'s' if count > 1 else ''} rejected" if count else ""
+            lines.append(_line(depth + 1, f"turn {turn.index}  {turn.status}{repaired}"))
             for call in turn.calls:
                 code = f"  {safe(call.tool_error_code)}" if call.tool_error_code else ""
                 replay = f"  {call.replay}" if call.replay else ""
