@@ -469,6 +469,37 @@ def test_a_subagents_repairs_are_charged_to_its_parent() -> None:
     assert "TUBELESS_AGENT_INVALID_RESULT" in _codes(run)
 
 
+@pytest.mark.parametrize(("parent_repairs", "child_repairs", "asked"), [(0, 5, 1), (5, 0, 1)])
+def test_a_subagent_repairs_only_when_every_budget_allows(
+    parent_repairs: int, child_repairs: int, asked: int
+) -> None:
+    """A child's own 0, or a parent's 0, means the child's first bad decision fails."""
+    child_model = Model(_finish(1), _finish("fixed"))
+    child = define_agent(
+        id="child",
+        input_schema={"type": "object"},
+        result_schema=TEXT,
+        initial_state=lambda options: {},
+        decide=child_model,
+        limits={"max_repairs": child_repairs},
+    )
+    parent = define_agent(
+        id="parent",
+        input_schema={"type": "object"},
+        result_schema=TEXT,
+        initial_state=lambda options: {},
+        decide=Model(_batch({"id": "k", "tool": "child", "input": {}}), _finish()),
+        tools={"child": pipeline_tool(child, description="Delegate.")},
+        limits={"max_repairs": parent_repairs},
+    )
+
+    run = parent.run({})
+
+    assert run.status == "failed"
+    assert len(child_model.seen) == asked
+    assert "TUBELESS_AGENT_INVALID_RESULT" in _codes(run)
+
+
 # -- durability ---------------------------------------------------------------------------
 
 
