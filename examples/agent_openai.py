@@ -21,6 +21,10 @@ request body by 32 KiB (before every request). These are application budgets, no
 counts. Tokens are bounded too: each request reserves its bounds against the agent's
 `max_total_tokens` before it is sent and settles with the response's `usage`, so
 `run.usage` (and `tubeless history`) gives what the run consumed.
+
+A decision tubeless rejects (a bad argument, a duplicate call id, a final answer the answer
+schema refuses) goes back to the model at most twice (`max_repairs`): nothing of it runs,
+and the next request answers each of the model's function calls with its issues.
 """
 
 from __future__ import annotations
@@ -72,12 +76,14 @@ agent = define_agent(
     input_schema=question_options,
     result_schema=text_answer,
     tools=text_tools,
+    # A rejected decision goes back to the model twice at most (each a decision, too).
     limits={
         "max_turns": 6,
         "max_calls": 12,
-        "max_decisions": 6,
+        "max_decisions": 8,
         "max_concurrency": 3,
-        # Six requests at their bounds (32 KiB in, 2048 out) would need 208,896.
+        "max_repairs": 2,
+        # Eight requests at their bounds (32 KiB in, 2048 out) would need 278,528.
         "max_total_tokens": 150_000,
     },
     initial_state=start,

@@ -21,14 +21,22 @@ Usage: before each request the adapter reserves its upper bounds with
 outnumbers, so at most `MAX_REQUEST_BYTES`; output tokens: `MAX_OUTPUT_TOKENS`), so an
 agent over its `max_*_tokens` stops before sending anything; the response's `usage` then
 settles the reservation (without one, the reservation stays charged in full).
+When tubeless rejects a decision (a bad argument, a duplicate call id, a `_finish` result
+the answer schema refuses) and the agent has repairs left (`max_repairs`), the next request
+of the turn sends the model its own function calls back, each answered by a
+`function_call_output` that lists that call's issues (a call without issues is answered
+"not run"), so the model fixes exactly what was wrong. The feedback is bounded by
+`MAX_FEEDBACK_BYTES`, and the whole request by `MAX_REQUEST_BYTES` as always.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
-from collections.abc import Collection, Mapping
+import threading
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from tubeless import DecisionContext
@@ -43,6 +51,8 @@ MAX_REQUEST_BYTES = 32768
 """Budget for the whole encoded request body: instructions, schemas and escaping included."""
 MAX_OUTPUT_TOKENS = 2048
 """The request's `max_output_tokens`: the output bound each request reserves."""
+MAX_FEEDBACK_BYTES = 4096
+"""Budget for the issues sent back after a rejected decision (all outputs together)."""
 
 INSTRUCTIONS = " ".join(
     [
@@ -80,8 +90,14 @@ def _parameters(key: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def request_body(state: Mapping[str, Any], context: DecisionContext) -> dict[str, Any]:
-    """Return the Responses API request for one decision: state and turn in, tools out."""
+def request_body(
+    state: Mapping[str, Any], context: DecisionContext, rejected: Sequence[Any] = ()
+) -> dict[str, Any]:
+    """Return the Responses API request for one decision: state and turn in, tools out.
+
+    `rejected` holds the function calls of the response whose decision tubeless sent back
+    (`context.rejection`); they go back to the model with their issues.
+    """
     tools = [
         {
             "type": "function",
@@ -107,9 +123,7 @@ def request_body(state: Mapping[str, Any], context: DecisionContext) -> dict[str
         "store": False,
         "max_output_tokens": MAX_OUTPUT_TOKENS,
         "instructions": INSTRUCTIONS,
-        "input": json.dumps(
-            {"state": state, "turn": context.turn}, ensure_ascii=False, separators=(",", ":")
-        ),
+        "input": _model_input(state, context, rejected),
         "tools": tools,
         "tool_choice": "required",
         "parallel_tool_calls": True,
@@ -124,7 +138,8 @@ def openai_decision(state: Mapping[str, Any], context: DecisionContext) -> dict[
             failed or timed out, or the response is not a usable decision.
         RunCancelledError: the run's signal was set while the request was in flight.
     """
-    body = encode_json(request_body(state, context))
+    rejected = _SENT.recall(context.attempt_id) if context.rejection is not None else ()
+    body = encode_json(request_body(state, context, rejected))
     if len(body) > MAX_REQUEST_BYTES:
         raise OpenAIDecisionError(f"OpenAI request exceeds {MAX_REQUEST_BYTES} UTF-8 bytes")
     api_key = (os.environ.get("OPENAI_API_KEY") or "").strip()
@@ -138,7 +153,113 @@ def openai_decision(state: Mapping[str, Any], context: DecisionContext) -> dict[
     if used is not None:
         reservation.settle(input_tokens=used[0], output_tokens=used[1])
     tools = {capability["name"] for capability in context.capabilities}
-    return decision_from_response(status, content, tools=tools)
+    decision, calls = read_response(status, content, tools=tools)
+    # Kept until the turn's decide step ends, in case tubeless sends this decision back.
+    _SENT.remember(context.attempt_id, calls)
+    return decision
+
+
+# ---------------------------------------------------------------------------------------
+# Sending a rejected decision back
+
+
+class _SentCalls:
+    """The function calls of the latest response of each decide step (a bounded LRU).
+
+    A repair comes back in the same decide step (same `attempt_id`); a resumed process
+    has none of them, and then sends the rejection as a plain message.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._lock = threading.Lock()
+        self._calls: collections.OrderedDict[str, tuple[dict[str, str], ...]] = (
+            collections.OrderedDict()
+        )
+        self._limit = limit
+
+    def remember(self, key: str, calls: tuple[dict[str, str], ...]) -> None:
+        with self._lock:
+            self._calls[key] = calls
+            self._calls.move_to_end(key)
+            while len(self._calls) > self._limit:
+                self._calls.popitem(last=False)
+
+    def recall(self, key: str) -> tuple[dict[str, str], ...]:
+        with self._lock:
+            return self._calls.get(key, ())
+
+
+_SENT = _SentCalls()
+
+
+def _model_input(
+    state: Mapping[str, Any], context: DecisionContext, rejected: Sequence[Any]
+) -> str | list[dict[str, Any]]:
+    """The state as one JSON string; after a rejection, the conversation that fixes it."""
+    text = json.dumps(
+        {"state": state, "turn": context.turn}, ensure_ascii=False, separators=(",", ":")
+    )
+    rejection = context.rejection
+    if rejection is None:
+        return text
+    items: list[dict[str, Any]] = [{"role": "user", "content": text}, *rejected]
+    for call_id, output in feedback(rejection, [call["call_id"] for call in rejected]).items():
+        if call_id is None:
+            note = f"Your last decision was rejected and nothing ran: {output}"
+            items.append({"role": "user", "content": note})
+        else:
+            items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+    return items
+
+
+def _issue_report(rejection: Mapping[str, Any], issues: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "error": {"code": rejection["code"], "attempt": rejection["attempt"]},
+        "issues": [{"path": issue["path"], "message": issue["message"]} for issue in issues],
+    }
+
+
+def feedback(rejection: Mapping[str, Any], call_ids: Sequence[str]) -> dict[str | None, str]:
+    """The `function_call_output` text of each call of a rejected decision.
+
+    Each call gets its own issues (a `_finish` call the issues under `/result`); a call
+    without issues was not run either. Issues that belong to no call go under `None`.
+    Issues are dropped, last first, until every text fits `MAX_FEEDBACK_BYTES` together.
+    """
+    issues = list(rejection["issues"])
+    while True:
+        outputs = _outputs(rejection, issues, call_ids)
+        size = sum(len(text.encode("utf-8")) for text in outputs.values())
+        if size <= MAX_FEEDBACK_BYTES or not issues:
+            return outputs
+        issues.pop()
+
+
+def _outputs(
+    rejection: Mapping[str, Any], issues: list[Any], call_ids: Sequence[str]
+) -> dict[str | None, str]:
+    finishing = len(call_ids) == 1 and rejection["code"] == "TUBELESS_AGENT_INVALID_RESULT"
+    owned: dict[str | None, list[Any]] = {call_id: [] for call_id in call_ids}
+    for issue in issues:
+        owner = call_ids[0] if finishing else issue["callId"]
+        owned.setdefault(owner if owner in owned else None, []).append(issue)
+    outputs = {}
+    for call_id, found in owned.items():
+        if found:
+            outputs[call_id] = encode_json(_issue_report(rejection, found)).decode()
+        elif call_id is not None:
+            outputs[call_id] = encode_json(
+                {
+                    "ok": False,
+                    "error": {
+                        "code": "NOT_RUN",
+                        "message": "Another call of the "
+                        "batch was rejected: nothing ran. Send the whole batch again, fixed.",
+                    },
+                }
+            ).decode()
+    return outputs
 
 
 def _send(url: str, body: bytes, api_key: str, context: DecisionContext) -> tuple[int, bytes]:
@@ -219,7 +340,16 @@ def usage_from_response(content: bytes) -> tuple[int, int] | None:
 def decision_from_response(
     status: int, content: bytes, *, tools: Collection[str] | None = None
 ) -> dict[str, Any]:
-    """Map a Responses API answer to a tubeless decision.
+    """Map a Responses API answer to a tubeless decision (see `read_response`)."""
+    return read_response(status, content, tools=tools)[0]
+
+
+def read_response(
+    status: int, content: bytes, *, tools: Collection[str] | None = None
+) -> tuple[dict[str, Any], tuple[dict[str, str], ...]]:
+    """Map a Responses API answer to a tubeless decision and the function calls behind it.
+
+    The calls (`type`, `call_id`, `name`, `arguments`) are what a repair sends back.
 
     Args:
         status: the HTTP status.
@@ -245,7 +375,12 @@ def decision_from_response(
     )
     if not completed:
         raise OpenAIDecisionError("OpenAI did not return a completed response")
-    calls = [call for call in map(_function_call, body["output"]) if call is not None]
+    calls, sent = [], []
+    for item in body["output"]:
+        call = _function_call(item)
+        if call is not None:
+            calls.append(call)
+            sent.append({key: item[key] for key in ("type", "call_id", "name", "arguments")})
     if not calls:
         raise OpenAIDecisionError("OpenAI returned no function calls")
     if tools is not None and any(name != FINISH and name not in tools for _, name, _ in calls):
@@ -253,11 +388,12 @@ def decision_from_response(
     if any(name == FINISH for _, name, _ in calls):
         if len(calls) != 1:
             raise OpenAIDecisionError("OpenAI must finish without other calls")
-        return {"kind": "finish", "result": calls[0][2]}
-    return {
+        return {"kind": "finish", "result": calls[0][2]}, tuple(sent)
+    continuing = {
         "kind": "continue",
         "calls": [{"id": call_id, "tool": name, "input": value} for call_id, name, value in calls],
     }
+    return continuing, tuple(sent)
 
 
 def _function_call(item: Any) -> tuple[str, str, Any] | None:

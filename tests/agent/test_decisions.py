@@ -262,7 +262,9 @@ def test_one_bad_argument_fails_the_turn_and_no_handler_runs() -> None:
         if r["name"] == "step.failed" and "stepId" in r and r["pipelineId"] == "decisions/turn"
     ]
     assert failed["stepId"] == "decide"
-    assert failed["error"]["code"] == "TUBELESS_STEP_OUTPUT_VALIDATION_FAILED"
+    # An input problem: the agent's argument code, not an output validation failure.
+    assert failed["error"]["code"] == "TUBELESS_STEP_FAILED"
+    assert failed["error"]["sourceCode"] == "TUBELESS_AGENT_INVALID_ARGUMENTS"
     assert failed["error"]["issues"] == [{"message": "Expected a good word"}]
 
 

@@ -38,11 +38,15 @@ THOROUGH = settings(FAST, max_examples=600)
 
 
 class _Harness:
-    """One agent with permissive tools whose handlers count their starts."""
+    """One agent with permissive tools whose handlers count their starts.
 
-    def __init__(self) -> None:
+    With `repairs`, every rejection `decide` is sent back is kept in `rejections`.
+    """
+
+    def __init__(self, repairs: int = 0) -> None:
         self.decision: Any = None
         self.starts = 0
+        self.rejections: list[Any] = []
         self._lock = threading.Lock()
         tools = {name: self._tool(name) for name in TOOLS}
         self.agent = define_agent(
@@ -50,10 +54,15 @@ class _Harness:
             input_schema={},
             result_schema={},
             initial_state=lambda options: {},
-            decide=lambda state, context: self.decision,
+            decide=self._decide,
             tools=tools,
-            limits={"max_calls": MAX_CALLS, "max_concurrency": 2},
+            limits={"max_calls": MAX_CALLS, "max_concurrency": 2, "max_repairs": repairs},
         )
+
+    def _decide(self, state: Any, context: Any) -> Any:
+        if context.rejection is not None:
+            self.rejections.append(context.rejection)
+        return self.decision
 
     def _tool(self, name: str) -> Any:
         def run(value: Any, context: Any) -> Any:
@@ -71,6 +80,8 @@ class _Harness:
 
 
 HARNESS = _Harness()
+REPAIRS = 2
+REPAIRING = _Harness(repairs=REPAIRS)
 
 
 def _chain_codes(error: Diagnostic) -> list[str]:
@@ -92,15 +103,15 @@ def _record_codes(cause: dict[str, Any] | None) -> list[str]:
     return codes
 
 
-def assert_refused(decision: Any) -> PipelineRun:
+def assert_refused(decision: Any, harness: _Harness = HARNESS) -> PipelineRun:
     """Run `decision`; assert the run failed with an agent code, untouched handlers, a trace."""
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "trace.ndjson"
-        starts = HARNESS.starts
-        run = HARNESS.run(decision, path)
+        starts = harness.starts
+        run = harness.run(decision, path)
         records = read_ndjson(path)
     assert run.status == "failed"
-    assert HARNESS.starts == starts
+    assert harness.starts == starts
     codes = [code for error in run.errors for code in _chain_codes(error)]
     assert any(code.startswith("TUBELESS_AGENT_") for code in codes), codes
     assert records[-1]["name"] == "pipeline.completed"
@@ -336,6 +347,24 @@ def _refuses_malformed(decision: Any) -> None:
     assert_refused(decision)
 
 
+def _repairs_then_refuses(decision: Any) -> None:
+    """Sent back `REPAIRS` times (or refused at once for a limit), then refused; each
+    rejection bounded, escaped JSON data."""
+    REPAIRING.rejections.clear()
+    run = assert_refused(decision, REPAIRING)
+    rejections = REPAIRING.rejections
+    limited = "max_calls" in json.dumps([error.to_dict() for error in run.errors])
+    assert len(rejections) == (0 if limited else REPAIRS)
+    for attempt, rejection in enumerate(rejections, 1):
+        assert rejection["attempt"] == attempt
+        assert rejection["code"].startswith("TUBELESS_AGENT_INVALID_")
+        assert 1 <= len(rejection["issues"]) <= 32
+        text = json.dumps(rejection, ensure_ascii=False)
+        assert len(text) < 60_000
+        strings = [rejection["message"], *(v for i in rejection["issues"] for v in i.values())]
+        assert all(v is None or (isinstance(v, str) and v.isprintable()) for v in strings)
+
+
 @FAST
 @given(MALFORMED)
 def test_malformed_decisions_are_refused_before_any_handler(decision: Any) -> None:
@@ -349,6 +378,23 @@ def test_malformed_decisions_are_refused_before_any_handler(decision: Any) -> No
 def test_many_malformed_decisions_are_refused_before_any_handler(decision: Any) -> None:
     """The same property over many more examples."""
     _refuses_malformed(decision)
+
+
+@FAST
+@given(MALFORMED)
+def test_malformed_decisions_go_back_for_repair_and_never_start_a_handler(decision: Any) -> None:
+    """With repairs, a random malformed decision is sent back, then refused; nothing starts."""
+    _repairs_then_refuses(decision)
+
+
+@pytest.mark.slow
+@THOROUGH
+@given(MALFORMED)
+def test_many_malformed_decisions_go_back_for_repair_and_never_start_a_handler(
+    decision: Any,
+) -> None:
+    """The same repair property over many more examples."""
+    _repairs_then_refuses(decision)
 
 
 # ---------------------------------------------------------------------------------------
@@ -374,10 +420,10 @@ def _errors_text(run: PipelineRun) -> str:
     ],
 )
 def test_call_inputs_must_be_plain_data(value: Any, reason: str) -> None:
-    """A call input that is not plain data is an invalid decision naming where and why."""
+    """A call input that is not plain data is an invalid argument naming where and why."""
     run = assert_refused({"kind": "continue", "calls": [_call("c1", "echo", value)]})
 
-    assert "TUBELESS_AGENT_INVALID_DECISION" in _errors_text(run)
+    assert "TUBELESS_AGENT_INVALID_ARGUMENTS" in _errors_text(run)
     assert f"Agent call 'c1' input must be plain JSON data: {reason}" in _errors_text(run)
 
 
@@ -385,9 +431,10 @@ def test_call_inputs_must_be_plain_data(value: Any, reason: str) -> None:
     "value", [math.nan, {1, 2}, b"raw", _cycle(), _nested(10_000, False), {"a": object()}]
 )
 def test_finish_results_must_be_plain_data(value: Any) -> None:
-    """A finish result that is not plain data is an invalid decision, before the schema."""
+    """A finish result that is not plain data is an invalid result, before the schema."""
     run = assert_refused({"kind": "finish", "result": value})
 
+    assert "TUBELESS_AGENT_INVALID_RESULT" in _errors_text(run)
     assert "Agent finish result must be plain JSON data" in _errors_text(run)
 
 

@@ -76,8 +76,9 @@ SCENARIOS = [
     ),
     pytest.param([completed(call("uppercase", {MARKER: "red"}))], id="argument-renamed"),
     pytest.param([completed(call("uppercase", [MARKER]))], id="arguments-not-object"),
+    # A rejected decision goes back to the model (twice, `max_repairs`), then fails.
     pytest.param(
-        [completed(call("uppercase", {"input": {MARKER: [MARKER]}}))], id="input-wrong-type"
+        [completed(call("uppercase", {"input": {MARKER: [MARKER]}}))] * 3, id="input-wrong-type"
     ),
     pytest.param(
         [completed(call("count", {"input": MARKER * 3})), _raw(500, MARKER.encode())],
@@ -87,7 +88,7 @@ SCENARIOS = [
         [completed(call("_finish", {"result": MARKER}), call("uppercase", {"input": "a"}))],
         id="finish-with-calls",
     ),
-    pytest.param([completed(call("_finish", {"result": {MARKER: 1}}))], id="answer-not-text"),
+    pytest.param([completed(call("_finish", {"result": {MARKER: 1}}))] * 3, id="answer-not-text"),
     pytest.param(
         [
             completed(

@@ -52,7 +52,7 @@ def test_dict_becomes_a_json_schema() -> None:
     """A dict is compiled as JSON Schema."""
     schema = as_schema({"type": "string"}, label="Tool input")
     assert schema.vendor == "jsonschema"
-    assert issues_of(schema, 1) == (Issue(message="Expected string"),)
+    assert issues_of(schema, 1) == (Issue(message="Expected string, got integer"),)
 
 
 def test_invalid_dict_message_names_the_label() -> None:

@@ -27,12 +27,12 @@ def test_issues_become_a_validation_error_with_rendered_message() -> None:
     error = caught.value
     assert str(error) == (
         "Agent tool count input validation failed: "
-        "'word' is a required property; n: Expected integer"
+        "'word' is a required property; n: Expected integer, got string"
     )
     assert error.boundary == "Agent tool count input"
     assert error.issues == (
         Issue(message="'word' is a required property"),
-        Issue(message="Expected integer", path=("n",)),
+        Issue(message="Expected integer, got string", path=("n",)),
     )
     assert error.__cause__ is None
 

@@ -44,7 +44,9 @@ def test_vendor_is_jsonschema() -> None:
 
 def test_root_issue_has_exact_message_and_empty_path() -> None:
     """A wrong type at the root names the expected type and has an empty path."""
-    assert issues_of(json_schema({"type": "string"}), 3) == (Issue(message="Expected string"),)
+    assert issues_of(json_schema({"type": "string"}), 3) == (
+        Issue(message="Expected string, got integer"),
+    )
 
 
 def test_nested_issues_are_all_reported_sorted_by_path_then_message() -> None:
@@ -54,9 +56,9 @@ def test_nested_issues_are_all_reported_sorted_by_path_then_message() -> None:
         Issue(message="'name' is a required property"),
         Issue(message="Unexpected property 'extra'"),
         Issue(message="Expected at least 0", path=("age",)),
-        Issue(message="Expected string", path=("tags", 1)),
-        Issue(message="Expected string", path=("tags", 3)),
-        Issue(message="Expected string", path=("tags", 11)),
+        Issue(message="Expected string, got integer", path=("tags", 1)),
+        Issue(message="Expected string, got integer", path=("tags", 3)),
+        Issue(message="Expected string, got integer", path=("tags", 11)),
     )
 
 
@@ -72,12 +74,16 @@ def test_deep_path_mixes_keys_and_indexes() -> None:
 
 def test_bool_is_not_an_integer() -> None:
     """`True` is rejected by an integer schema, as jsonschema decides."""
-    assert issues_of(json_schema({"type": "integer"}), True) == (Issue(message="Expected integer"),)
+    assert issues_of(json_schema({"type": "integer"}), True) == (
+        Issue(message="Expected integer, got boolean"),
+    )
 
 
 def test_bool_is_not_a_number() -> None:
     """`False` is rejected by a number schema."""
-    assert issues_of(json_schema({"type": "number"}), False) == (Issue(message="Expected number"),)
+    assert issues_of(json_schema({"type": "number"}), False) == (
+        Issue(message="Expected number, got boolean"),
+    )
 
 
 def test_tuple_counts_as_an_array() -> None:
@@ -85,13 +91,17 @@ def test_tuple_counts_as_an_array() -> None:
     value = ("a", "b")
     schema = json_schema({"type": "array", "items": {"type": "string"}})
     assert schema.validate(value) is value
-    assert issues_of(schema, ("a", 2)) == (Issue(message="Expected string", path=(1,)),)
+    assert issues_of(schema, ("a", 2)) == (
+        Issue(message="Expected string, got integer", path=(1,)),
+    )
 
 
 def test_none_is_validated_like_any_value() -> None:
     """`None` is a value: a null schema accepts it and a string schema rejects it."""
     assert json_schema({"type": "null"}).validate(None) is None
-    assert issues_of(json_schema({"type": "string"}), None) == (Issue(message="Expected string"),)
+    assert issues_of(json_schema({"type": "string"}), None) == (
+        Issue(message="Expected string, got null"),
+    )
 
 
 def test_local_ref_into_defs_resolves() -> None:
@@ -208,7 +218,7 @@ def test_anchor_and_embedded_id_resolve() -> None:
     )
     assert issues_of(schema, {"a": 4, "b": 0}) == (
         Issue(message="Expected at most 3", path=("a",)),
-        Issue(message="Expected null", path=("b",)),
+        Issue(message="Expected null, got integer", path=("b",)),
     )
 
 
@@ -263,7 +273,9 @@ def test_later_mutation_of_the_callers_dict_has_no_effect() -> None:
     source["properties"]["n"]["type"] = "string"
     source["required"] = ["n"]
     assert schema.validate({}) == {}
-    assert issues_of(schema, {"n": "x"}) == (Issue(message="Expected integer", path=("n",)),)
+    assert issues_of(schema, {"n": "x"}) == (
+        Issue(message="Expected integer, got string", path=("n",)),
+    )
     assert schema.json_schema() == {"type": "object", "properties": {"n": {"type": "integer"}}}
 
 

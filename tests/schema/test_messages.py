@@ -98,9 +98,13 @@ def test_no_message_quotes_the_rejected_value(schema: dict[str, Any], value: Any
 @pytest.mark.parametrize(
     ("schema", "value", "expected"),
     [
-        ({"type": "string"}, 3, ["Expected string"]),
-        ({"type": ["integer", "null"]}, "x", ["Expected integer or null"]),
-        ({"type": ["integer", "null", "array"]}, "x", ["Expected integer, null or array"]),
+        ({"type": "string"}, 3, ["Expected string, got integer"]),
+        ({"type": ["integer", "null"]}, "x", ["Expected integer or null, got string"]),
+        (
+            {"type": ["integer", "null", "array"]},
+            "x",
+            ["Expected integer, null or array, got string"],
+        ),
         (
             {"required": ["question", "topic", "id"]},
             {"id": 1},
@@ -198,3 +202,33 @@ def test_required_issues_are_not_repeated() -> None:
         "'a' is a required property",
         "'b' is a required property",
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [
+        (SECRET, "string"),
+        (SECRET_NUMBER, "integer"),
+        (1.5, "number"),
+        (True, "boolean"),
+        (None, "null"),
+        ({SECRET: SECRET}, "object"),
+        ([SECRET], "array"),
+    ],
+)
+def test_a_wrong_type_names_what_it_got_by_json_type_only(value: Any, got: str) -> None:
+    """`Expected X, got Y` names the JSON type that came, never the value itself."""
+    schema = {"type": "boolean"} if got != "boolean" else {"type": "string"}
+    [error] = Draft202012Validator(schema).iter_errors(value)
+    [message] = error_messages(error)
+    assert message.endswith(f", got {got}")
+    assert SECRET not in message and str(SECRET_NUMBER) not in message
+
+
+def test_a_value_of_no_json_type_shows_a_bounded_escaped_type_name() -> None:
+    """An object that is no JSON value shows only its type's name, cut and escaped."""
+    odd = type("Odd\n" + "x" * 500, (), {})()
+    [error] = Draft202012Validator({"type": "string"}).iter_errors(odd)
+    [message] = error_messages(error)
+    assert message.startswith("Expected string, got Odd\\n")
+    assert len(message) < 100 and "\n" not in message

@@ -363,7 +363,7 @@ class AgentStep:
                 context.report_attempt(1, delegation.attributes)
         ids = delegation.ids if delegation is not None else None
         if journal is not None:
-            budget.calls, budget.decisions = journal.totals()
+            budget.calls, budget.decisions, budget.repairs = journal.totals()
             budget.input_tokens, budget.output_tokens, budget.cost = journal.usage_totals()
             execution_id, agent_path = journal.execution_id, journal.agent_path
         elif ids is not None:
@@ -472,7 +472,8 @@ def define_agent(
         dry_run: preview decision source used instead of `decide` in dry runs; without
             it a dry run skips the agent.
         limits: `AgentLimits` or a dict with `max_turns`, `max_calls`, `max_decisions`,
-            `max_depth`, `max_concurrency`.
+            `max_depth`, `max_concurrency`, `max_repairs` (invalid decisions sent back to
+            `decide` as `context.rejection` instead of failing the run; default 0).
         name: display name of the pipeline.
         description: description of the pipeline.
         implementation_version: bump it when prompts, validators, reducers or handlers

@@ -151,6 +151,11 @@ class DecisionContext(_StepServices):
         state_version: 0-based; advances after every accepted batch.
         capabilities: tuple of read-only `{name, description, inputJsonSchema}`, by name.
         result_json_schema: the read-only raw-result JSON Schema.
+        rejection: `None`, or when the previous decision of this turn was rejected and
+            sent back for repair (`AgentLimits.max_repairs`), a read-only mapping
+            `{code, message, attempt, issues}`: `attempt` counts the turn's rejections
+            from 1, and each issue is `{callId, tool, path, message}` with `path` a JSON
+            pointer into the decision (`/calls/1/input/n`). Nothing of that decision ran.
 
     `reserve_usage` and `report_usage` charge model usage to the agent tree's budgets.
     """
@@ -159,6 +164,7 @@ class DecisionContext(_StepServices):
         "_ledger",
         "capabilities",
         "options",
+        "rejection",
         "result_json_schema",
         "state_version",
         "turn",
@@ -174,8 +180,10 @@ class DecisionContext(_StepServices):
         capabilities: tuple[FrozenDict, ...],
         result_json_schema: FrozenDict,
         ledger: UsageLedger | None = None,
+        rejection: FrozenDict | None = None,
     ) -> None:
         super().__init__(step)
+        self.rejection = rejection
         self.options = options
         self.turn = turn
         self.state_version = state_version

@@ -1,7 +1,7 @@
 """One budget per agent invocation, chained to its ancestors' in a tree with one permit queue.
 
 A root invocation makes an `AgentTree`; a subagent's budget hangs below the budget of the
-agent that called it. Charges (calls, decisions) are checked against every budget in the
+agent that called it. Charges (calls, decisions, repairs) are checked against every budget in the
 chain and applied to all of them under the tree's one lock, so sibling subagents on other
 threads can never overspend a shared ancestor. Jobs (a `decide` callback, a leaf handler)
 take one permit from every budget in their chain together; a call that only waits for its
@@ -133,6 +133,7 @@ class Budget:
         "level",
         "limits",
         "output_tokens",
+        "repairs",
         "run_id",
         "sole",
         "started",
@@ -160,6 +161,7 @@ class Budget:
         self.chain: tuple[Budget, ...] = (self,) if parent is None else (*parent.chain, self)
         self.calls = 0
         self.decisions = 0
+        self.repairs = 0
         self.active = 0
         self.input_tokens = 0
         """Input tokens spent and reserved in this invocation's subtree."""
@@ -263,6 +265,35 @@ class Budget:
                 output_tokens=self.output_tokens,
                 cost=plain_cost(self.cost),
             )
+
+    def check_calls(self, count: int) -> None:
+        """Check that a batch of `count` calls fits every budget, charging nothing.
+
+        Raises:
+            AgentLimitError: `max_calls`, naming the nearest budget that refused.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                if count > budget.limits.max_calls - budget.calls:
+                    raise _limit(budget, "max_calls", budget.calls, count)
+
+    def admit_repair(self) -> None:
+        """Charge one repair and the decision it asks for to every budget in the chain.
+
+        Raises:
+            AgentLimitError: `max_repairs` (checked first) or `max_decisions`, naming the
+                nearest budget that refused; nothing is charged then.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                if budget.repairs + 1 > budget.limits.max_repairs:
+                    raise _limit(budget, "max_repairs", budget.repairs, 1)
+            for budget in reversed(self.chain):
+                if budget.decisions + 1 > budget.limits.max_decisions:
+                    raise _limit(budget, "max_decisions", budget.decisions, 1)
+            for budget in self.chain:
+                budget.repairs += 1
+                budget.decisions += 1
 
     def check_delegation(self) -> None:
         """Check that one more level of subagents fits every budget's `max_depth`.

@@ -22,12 +22,12 @@ from tubeless.agent._journal import (
     root_cause,
     saved_outcome,
 )
+from tubeless.agent._prepare import PreparedCall
 from tubeless.agent._tools import _ToolSpec
 from tubeless.agent._turn import (
     AgentRuntime,
     Invocation,
     PreparedBatch,
-    PreparedCall,
     turn_options,
 )
 from tubeless.errors import RunCancelledError, ToolError

@@ -86,6 +86,49 @@ def parse_decision(raw: object) -> ContinueDecision | FinishDecision:
 
 
 def _parse_decision(raw: object) -> ContinueDecision | FinishDecision:
+    calls = _envelope(raw)
+    if isinstance(calls, FinishDecision):
+        return calls
+    parsed = tuple(_parse_call(call, position) for position, call in enumerate(calls))
+    seen: set[str] = set()
+    for call in parsed:
+        if call.id in seen:
+            raise _invalid(f"Duplicate agent call id: {quote(call.id)}")
+        seen.add(call.id)
+    return ContinueDecision(parsed)
+
+
+def decision_problems(raw: object, limit: int) -> list[tuple[str, AgentError, object]]:
+    """Up to `limit` problems of a decision `parse_decision` refused, in one pass.
+
+    Each is `(JSON pointer into the decision, error, the offending call or None)`; for the
+    repair path only, so the usual path never builds these messages.
+    """
+    try:
+        calls = _envelope(raw)
+    except AgentError as error:
+        return [("", error, None)]
+    if isinstance(calls, FinishDecision):
+        return []
+    problems: list[tuple[str, AgentError, object]] = []
+    seen: set[str] = set()
+    for position, call in enumerate(calls):
+        if len(problems) >= limit:
+            break
+        try:
+            parsed = _parse_call(call, position)
+        except AgentError as error:
+            problems.append((f"/calls/{position}", error, call))
+            continue
+        if parsed.id in seen:
+            duplicate = _invalid(f"Duplicate agent call id: {quote(parsed.id)}")
+            problems.append((f"/calls/{position}/id", duplicate, call))
+        seen.add(parsed.id)
+    return problems
+
+
+def _envelope(raw: object) -> FinishDecision | list[Any] | tuple[Any, ...]:
+    """A finish decision, or the calls of a continue decision (their shapes unchecked)."""
     if not _plain(raw):
         raise _invalid(f"Agent decision must be a plain dict, got {type_name(raw)}")
     assert isinstance(raw, dict)
@@ -109,13 +152,7 @@ def _parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     if type(calls) not in (list, tuple, OwnedTuple) or not calls:
         raise _invalid("Agent continue decision requires a non-empty calls list")
     assert isinstance(calls, (list, tuple))
-    parsed = tuple(_parse_call(call, position) for position, call in enumerate(calls))
-    seen: set[str] = set()
-    for call in parsed:
-        if call.id in seen:
-            raise _invalid(f"Duplicate agent call id: {quote(call.id)}")
-        seen.add(call.id)
-    return ContinueDecision(parsed)
+    return calls
 
 
 def _parse_call(call: object, position: int) -> AgentCall:

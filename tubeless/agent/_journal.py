@@ -6,7 +6,9 @@ per agent: the root's, and below each call of a durable subagent, the subagent's
 durable child joins its parent's journal). A node records, each write acknowledged
 before the agent goes on:
 
-1. the decision reservation (the decision is charged; `decide` may run);
+1. the decision reservation (the decision is charged; `decide` may run), and each repair
+   of the turn (a rejected decision sent back: the repair and the next decision charged,
+   the rejection kept for the next `decide`);
 2. the validated decision with its prepared arguments and the batch admission, or the
    validated finish result;
 3. each call's intent (`running`) right before it starts, then its outcome;
@@ -358,9 +360,11 @@ def _check_node(node: Any, where: str) -> None:
     """Check the shape of a saved node and everything below it, before any callback."""
     if not isinstance(node, dict) or not isinstance(node.get("spent"), dict):
         raise _invalid(f"{where} has no budget")
-    if not all(_counter(node["spent"].get(name)) for name in ("calls", "decisions")):
+    spent = node["spent"]
+    counters = (spent.get("calls"), spent.get("decisions"), spent.get("repairs", 0))
+    if not all(_counter(value) for value in counters):
         raise _invalid(f"{where} has a malformed budget")
-    if not _usage_ok(node["spent"]):
+    if not _usage_ok(spent):
         raise _invalid(f"{where} has a malformed usage")
     execution = node.get("execution")
     if execution is not None and not (
@@ -385,6 +389,8 @@ def _check_node(node: Any, where: str) -> None:
         and isinstance(turn.get("calls"), list)
     ):
         raise _invalid(f"{where} has a malformed turn")
+    if not isinstance(turn.get("rejection", {}), dict):
+        raise _invalid(f"{where} has a malformed rejection")
     for position, entry in enumerate(turn["calls"]):
         _check_entry(entry, f"{where} call {position}")
 
@@ -410,21 +416,28 @@ def _check_entry(entry: Any, where: str) -> None:
         isinstance(consumed, dict)
         and all(_counter(consumed.get(name)) for name in ("calls", "decisions"))
         and _usage_ok(consumed)
+        and _counter(consumed.get("repairs", 0))
     ):
         raise _invalid(f"{where} has a malformed budget")
     if entry.get("child") is not None:
         _check_node(entry["child"], f"{where} child")
 
 
-def _totals(node: Mapping[str, Any]) -> tuple[int, int]:
-    """Calls and decisions charged to this node's budget: its own and its subtree's."""
-    calls, decisions = node["spent"]["calls"], node["spent"]["decisions"]
+def _spent(counts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """`(calls, decisions, repairs)`; `repairs` is absent from checkpoints made before it."""
+    return counts["calls"], counts["decisions"], counts.get("repairs", 0)
+
+
+def _totals(node: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Calls, decisions and repairs charged to this node's budget: its own and its subtree's."""
+    calls, decisions, repairs = _spent(node["spent"])
     turn = node.get("turn")
     for entry in turn["calls"] if turn else ():
         below = _entry_totals(entry)
         calls += below[0]
         decisions += below[1]
-    return calls, decisions
+        repairs += below[2]
+    return calls, decisions, repairs
 
 
 def _usage_totals(node: Mapping[str, Any]) -> tuple[int, int, Decimal]:
@@ -443,11 +456,11 @@ def _entry_usage(entry: Mapping[str, Any]) -> tuple[int, int, Decimal]:
     return _usage_of(entry.get("consumed"))
 
 
-def _entry_totals(entry: Mapping[str, Any]) -> tuple[int, int]:
+def _entry_totals(entry: Mapping[str, Any]) -> tuple[int, int, int]:
     if entry.get("child") is not None:
         return _totals(entry["child"])
     consumed = entry.get("consumed")
-    return (consumed["calls"], consumed["decisions"]) if consumed else (0, 0)
+    return _spent(consumed) if consumed else (0, 0, 0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -552,8 +565,8 @@ class AgentJournal:
         turn = self.node["turn"]
         return turn["calls"] if turn else []
 
-    def totals(self) -> tuple[int, int]:
-        """Calls and decisions already charged to this agent's budget."""
+    def totals(self) -> tuple[int, int, int]:
+        """Calls, decisions and repairs already charged to this agent's budget."""
         return _totals(self.node)
 
     def usage_totals(self) -> tuple[int, int, Decimal]:
@@ -598,10 +611,12 @@ class AgentJournal:
         turn = node["turn"]
         if turn is not None:
             for entry in turn["calls"]:
-                calls, decisions = _entry_totals(entry)
+                calls, decisions, repairs = _entry_totals(entry)
                 node["spent"]["calls"] += calls
                 node["spent"]["decisions"] += decisions
                 _add_usage(node["spent"], _entry_usage(entry))
+                if repairs:
+                    node["spent"]["repairs"] = node["spent"].get("repairs", 0) + repairs
             node["turn"] = None
         node["execution"] = dict(execution)
 
@@ -612,6 +627,20 @@ class AgentJournal:
             self._commit_execution(execution)
             self.node["spent"]["decisions"] += 1
             self.node["turn"] = {"index": index, "phase": "reserved", "calls": []}
+
+        self.journal.change(mutate)
+
+    def repaired(self, rejection: Mapping[str, Any]) -> None:
+        """Save a repair of the reserved turn: the repair and the next decision charged,
+        and the rejection the next `decide` sees (a resume sends it again, charging
+        nothing)."""
+        saved = _plain_json(rejection, "Agent decision rejection")
+
+        def mutate() -> None:
+            spent = self.node["spent"]
+            spent["decisions"] += 1
+            spent["repairs"] = spent.get("repairs", 0) + 1
+            self.node["turn"]["rejection"] = saved
 
         self.journal.change(mutate)
 
@@ -746,10 +775,11 @@ class AgentJournal:
             entry["outcome"] = saved
             budget = slot.budget if slot is not None else None
             if budget is not None and entry.get("child") is None:
-                entry["consumed"] = {"calls": budget.calls, "decisions": budget.decisions}
-                _add_usage(
-                    entry["consumed"], (budget.input_tokens, budget.output_tokens, budget.cost)
-                )
+                consumed: dict[str, Any] = {"calls": budget.calls, "decisions": budget.decisions}
+                if budget.repairs:
+                    consumed["repairs"] = budget.repairs
+                entry["consumed"] = consumed
+                _add_usage(consumed, (budget.input_tokens, budget.output_tokens, budget.cost))
 
         self.journal.change(mutate)
 

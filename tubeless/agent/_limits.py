@@ -17,11 +17,11 @@ MAX_SAFE_INTEGER = 2**53 - 1
 class AgentLimits:
     """Hard limits of one agent invocation and of the subagents it delegates to.
 
-    `max_calls`, `max_decisions`, `max_depth`, `max_concurrency` and the usage limits
-    (`max_input_tokens`, `max_output_tokens`, `max_total_tokens`, `max_cost`) bound the
-    whole subtree below the invocation: a subagent's own limits can only tighten them.
-    `max_turns` is local to each agent. A usage limit left at `None` does not bound
-    anything (and stays out of `to_dict()`, so definitions without one keep their identity).
+    `max_calls`, `max_decisions`, `max_depth`, `max_concurrency`, `max_repairs`, the usage
+    limits (`max_input_tokens`, `max_output_tokens`, `max_total_tokens`, `max_cost`) and
+    `max_seconds` bound the whole subtree below the invocation: a subagent's own limits can
+    only tighten them. `max_turns` is local to each agent. An optional limit left unset
+    stays out of `to_dict()`, so definitions without one keep their identity.
     """
 
     max_turns: int = 20
@@ -48,10 +48,14 @@ class AgentLimits:
     Checked before every decision and batch; each call's deadline is at most the time
     left. Running out fails the run with `TUBELESS_AGENT_LIMIT_REACHED`."""
 
+    max_repairs: int = 0
+    """Invalid decisions sent back to `decide` (as `context.rejection`) in this invocation
+    and every subagent below it; 0 fails the run on the first invalid decision."""
+
     def to_dict(self) -> dict[str, int | float]:
         """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`,
-        plus `maxInputTokens`, `maxOutputTokens`, `maxTotalTokens`, `maxCost` and
-        `maxSeconds` when set (so limits without them keep their identity)."""
+        plus `maxInputTokens`, `maxOutputTokens`, `maxTotalTokens`, `maxCost`, `maxSeconds`
+        and `maxRepairs` when set (so limits without them keep their identity)."""
         out: dict[str, int | float] = {
             "maxTurns": self.max_turns,
             "maxCalls": self.max_calls,
@@ -68,6 +72,8 @@ class AgentLimits:
         ):
             if value is not None:
                 out[key] = value
+        if self.max_repairs:
+            out["maxRepairs"] = self.max_repairs
         return out
 
 
@@ -122,7 +128,7 @@ def _check(name: str, value: object) -> Any:
         return _check_usage(name, value)
     if name == "max_seconds":
         return None if value is None else check_seconds(value, "Agent max_seconds")
-    minimum = 0 if name in ("max_calls", "max_depth") else 1
+    minimum = 0 if name in ("max_calls", "max_depth", "max_repairs") else 1
     safe = (
         isinstance(value, int)
         and not isinstance(value, bool)

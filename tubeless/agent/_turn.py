@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from tubeless._frozen import FrozenDict, thaw
+from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._approvals import (
@@ -20,20 +20,23 @@ from tubeless.agent._approvals import (
 from tubeless.agent._budget import Budget
 from tubeless.agent._cassette import Tape
 from tubeless.agent._deadline import AttemptThreads
-from tubeless.agent._decisions import (
-    AgentCall,
-    ContinueDecision,
-    FinishDecision,
-    parse_decision,
-)
-from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
+from tubeless.agent._decisions import ContinueDecision, parse_decision
+from tubeless.agent._delegate import PipelineToolSpec, prepare_child_options
 from tubeless.agent._journal import AgentJournal, Durability
 from tubeless.agent._limits import AgentLimits
+from tubeless.agent._prepare import BatchPreparer, PreparedCall, prepare_result
+from tubeless.agent._repairs import (
+    DecisionRejected,
+    charge_repair,
+    rejection_attributes,
+    rejection_of,
+    shape_rejection,
+)
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
 from tubeless.agent._usage_ledger import UsageLedger
 from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
-from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
+from tubeless.pipeline import Pipeline, RunControls, StepContext
 from tubeless.pipeline.lowlevel import LazyPool, observed, raise_if_cancelled
 from tubeless.schema import Schema, validate_boundary
 
@@ -146,20 +149,6 @@ class Invocation:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class PreparedCall:
-    """A call whose tool is resolved and whose input is validated (transformed once)."""
-
-    id: str
-    tool: str
-    input: Any
-    """The validated input; for a pipeline tool, the child's validated options."""
-    plan: PipelinePlan
-    """The plan of the pipeline the call runs."""
-    child_plan: PipelinePlan | None = None
-    """For an ordinary pipeline tool, the plan of the child below `<id>/tool/<name>`."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class PreparedFinish:
     """A validated finish: the transformed result."""
 
@@ -202,20 +191,54 @@ class DecideStep:
             if journal is not None:
                 journal.reserve(execution.turn, execution.to_dict())
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
-        ledger = UsageLedger(invocation.budget, journal)
-        view = DecisionContext(
-            context,
-            options=invocation.options,
-            turn=execution.turn,
-            state_version=execution.state_version,
-            capabilities=runtime.capabilities,
-            result_json_schema=runtime.result_json_schema,
-            ledger=ledger,
-        )
-        decision = self._ask(callback, execution, view, ledger, invocation, context)
+        # A resume after a repair sends the saved rejection again, charging nothing more.
+        rejection = freeze_json(saved["rejection"]) if saved and "rejection" in saved else None
+        while True:
+            if rejection is not None:
+                invocation.budget.check_time()
+            ledger = UsageLedger(invocation.budget, journal)
+            view = DecisionContext(
+                context,
+                options=invocation.options,
+                turn=execution.turn,
+                state_version=execution.state_version,
+                capabilities=runtime.capabilities,
+                result_json_schema=runtime.result_json_schema,
+                ledger=ledger,
+                rejection=rejection,
+            )
+            attempt = 1 if rejection is None else rejection["attempt"] + 1
+            raw = self._ask(callback, execution, view, ledger, attempt, context)
+            try:
+                return self._accept(raw, view, ledger, attempt, context)
+            except DecisionRejected as rejected:
+                rejection = self._repair(rejected, ledger, attempt, context)
+
+    def _accept(
+        self,
+        raw: Any,
+        view: DecisionContext,
+        ledger: UsageLedger,
+        attempt: int,
+        context: StepContext,
+    ) -> PreparedBatch | PreparedFinish:
+        """Check a decision and prepare it; a repairable problem raises `DecisionRejected`."""
+        runtime = self._runtime
+        execution, invocation = turn_options(context.options)
+        signal = context.signal
+        journal = invocation.journal
+        repairs = runtime.limits.max_repairs > 0
+        try:
+            decision = parse_decision(raw)
+        except AgentError as error:
+            if not repairs:
+                _report_spent(ledger, attempt, context)
+                raise
+            raise shape_rejection(raw, error) from None
+        raise_if_cancelled(signal)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
         if observed(context):
-            attributes = {
+            attributes: dict[str, object] = {
                 "agent.runId": invocation.agent_run_id,
                 "agent.turn": execution.turn,
                 "agent.stateVersion": execution.state_version,
@@ -225,19 +248,20 @@ class DecideStep:
             }
             if ledger.used:
                 attributes.update(ledger.attributes())
-            context.report_attempt(1, attributes)
+            if attempt > 1:
+                attributes["agent.repair"] = attempt - 1
+            context.report_attempt(attempt, attributes)
         if not isinstance(decision, ContinueDecision):
-            _require_plain(decision.result, "Agent finish result")
-            result = validate_boundary(
-                runtime.result_schema, decision.result, "Agent finish result"
-            )
+            result = prepare_result(runtime.result_schema, decision.result, repairs)
             raise_if_cancelled(signal)
             _record(invocation, execution.turn, {"kind": "finish", "result": decision.result})
             if journal is not None:
                 journal.finished(result)
             return PreparedFinish(result)
-        self._admit(execution, invocation, len(batch))
-        prepared = self._prepare(decision, context, invocation.budget)
+        self._check_room(execution, invocation, len(batch))
+        preparer = BatchPreparer(runtime.tools, runtime.tool_pipelines, context, repairs)
+        prepared = preparer.prepare(decision, invocation.budget)
+        invocation.budget.admit_calls(len(batch))
         calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
         _record(invocation, execution.turn, {"kind": "continue", "calls": calls})
         if journal is not None:
@@ -260,35 +284,53 @@ class DecideStep:
         execution: Execution,
         view: DecisionContext,
         ledger: UsageLedger,
-        invocation: Invocation,
+        attempt: int,
         context: StepContext,
-    ) -> ContinueDecision | FinishDecision:
-        """Run the callback and parse its decision; a settlement over a limit fails it.
+    ) -> Any:
+        """Ask for a raw decision; a settlement over a usage limit fails it.
 
         A decision that fails after usage was charged still records that usage on the
         attempt, so traces and `history` count what was spent.
         """
-        signal = view.signal
+        _, invocation = turn_options(context.options)
         try:
             raw = _raw_decision(callback, execution, invocation, view)
             breach = ledger.close()
             if breach is not None:
                 raise breach
-            decision = parse_decision(raw)
-            raise_if_cancelled(signal)
-            return decision
+            return raw
         except BaseException:
             ledger.close()
-            if ledger.used and observed(context):
-                context.report_attempt(
-                    1,
-                    {
-                        "agent.runId": invocation.agent_run_id,
-                        "agent.turn": execution.turn,
-                        **ledger.attributes(),
-                    },
-                )
+            _report_spent(ledger, attempt, context)
             raise
+
+    def _repair(
+        self, rejected: DecisionRejected, ledger: UsageLedger, attempt: int, context: StepContext
+    ) -> FrozenDict:
+        """Charge a repair and journal it; the rejection the next `decide` sees.
+
+        Raises:
+            RunCancelledError: a cancelled run is never repaired.
+            AgentLimitError: out of repairs (or decisions), caused by the first problem.
+        """
+        execution, invocation = turn_options(context.options)
+        raise_if_cancelled(context.signal)
+        rejection = rejection_of(rejected, attempt, self._runtime.tools)
+        if observed(context):
+            attributes = {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                **rejection_attributes(rejection),
+            }
+            if ledger.used:
+                attributes.update(ledger.attributes())
+            if attempt > 1:
+                attributes["agent.repair"] = attempt - 1
+            context.report_attempt(attempt, attributes)
+        charge_repair(invocation.budget, rejected)
+        if invocation.journal is not None:
+            invocation.journal.repaired(rejection)
+        return rejection
 
     def _waiting(
         self, prepared: tuple[PreparedCall, ...], view: DecisionContext, run_id: str
@@ -374,7 +416,8 @@ class DecideStep:
                 )
         return tuple(prepared)
 
-    def _admit(self, execution: Execution, invocation: Invocation, size: int) -> None:
+    def _check_room(self, execution: Execution, invocation: Invocation, size: int) -> None:
+        """Check `max_turns` and that the batch fits `max_calls`, charging nothing yet."""
         limits = self._runtime.limits
         if execution.turn >= limits.max_turns:
             raise AgentLimitError(
@@ -384,65 +427,7 @@ class DecideStep:
                 requested=1,
                 scope=invocation.agent_run_id,
             )
-        invocation.budget.admit_calls(size)
-
-    def _prepare(
-        self, decision: ContinueDecision, context: StepContext, budget: Budget
-    ) -> tuple[PreparedCall, ...]:
-        runtime = self._runtime
-        tools = runtime.tools
-        delegates = False
-        for call in decision.calls:
-            spec = tools.get(call.tool)
-            if spec is None:
-                raise AgentError(
-                    f"Unknown agent tool: {quote(call.tool)}",
-                    code="TUBELESS_AGENT_INVALID_DECISION",
-                )
-            delegates = delegates or isinstance(spec, PipelineToolSpec)
-            problem = plain_data_problem(call.input)
-            if problem is not None:
-                _refuse_plain(problem, f"Agent call {quote(call.id)} input")
-        if delegates:
-            budget.check_delegation()
-        prepared = []
-        controls = _DRY if context.dry_run else _WET
-        plans: dict[str, PipelinePlan] = {}  # a tool's plan, made once per batch
-        signal = context.signal
-        for call in decision.calls:
-            raise_if_cancelled(signal)
-            spec = tools[call.tool]
-            if isinstance(spec, PipelineToolSpec):
-                prepared.append(self._prepare_delegation(call, spec, context))
-                continue
-            value = validate_boundary(
-                spec.input_schema, call.input, f"Agent tool {call.tool} input"
-            )
-            raise_if_cancelled(signal)
-            plan = plans.get(call.tool)
-            if plan is None:
-                plan = plans[call.tool] = runtime.tool_pipelines[call.tool].plan(controls)
-            if not plan.ok:
-                raise AgentError(
-                    f"Agent tool {call.tool} has an invalid plan",
-                    code="TUBELESS_AGENT_INVALID_DECISION",
-                )
-            prepared.append(PreparedCall(call.id, call.tool, value, plan))
-        return tuple(prepared)
-
-    def _prepare_delegation(
-        self, call: AgentCall, spec: PipelineToolSpec, context: StepContext
-    ) -> PreparedCall:
-        options = prepare_child_options(spec, call.tool, call.input)
-        raise_if_cancelled(context.signal)
-        controls = _DRY if context.dry_run else _WET
-        child_plan = spec.pipeline.plan(controls)
-        check_child_plan(call.tool, child_plan)
-        if spec.subagent:
-            return PreparedCall(call.id, call.tool, options, child_plan)
-        plan = self._runtime.tool_pipelines[call.tool].plan(controls)
-        check_child_plan(call.tool, plan)
-        return PreparedCall(call.id, call.tool, options, plan, child_plan)
+        invocation.budget.check_calls(size)
 
 
 def _raw_decision(
@@ -459,6 +444,20 @@ def _raw_decision(
     with invocation.budget.permit(signal):
         raise_if_cancelled(signal)
         return callback(execution.state, view)
+
+
+def _report_spent(ledger: UsageLedger, attempt: int, context: StepContext) -> None:
+    """Record on a failed decision's attempt what its `decide` charged, so traces count it."""
+    if ledger.used and observed(context):
+        execution, invocation = turn_options(context.options)
+        context.report_attempt(
+            attempt,
+            {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                **ledger.attributes(),
+            },
+        )
 
 
 def _record(invocation: Invocation, turn: int, decision: Mapping[str, Any]) -> None:

@@ -50,8 +50,8 @@ SECTIONS: tuple[tuple[str, str], ...] = (
         "AGENTS",
         """\
 An agent made with define_agent runs as an ordinary pipeline, so every command above
-works on it. Its limits (max_turns, max_calls, max_decisions, max_depth, max_concurrency)
-are part of its identity and are shown by
+works on it. Its limits (max_turns, max_calls, max_decisions, max_depth, max_concurrency,
+max_repairs) are part of its identity and are shown by
 .B plan
 and
 .BR inspect .
@@ -68,6 +68,19 @@ shows the capability tree with each child's limits, and
 .B history RUN_ID
 shows the agent tree: turns, calls with tool, status, error code and duration, and
 each subagent under the call that started it.""",
+    ),
+    (
+        "REPAIRS",
+        """\
+By default an invalid decision fails the run (exit 6). With the agent limit max_repairs=N,
+an invalid decision (a malformed call, an unknown tool, a duplicate id, an argument that
+fails its tool's schema, a final result that fails the result schema) goes back to decide
+in the same turn as context.rejection: code (TUBELESS_AGENT_INVALID_DECISION,
+TUBELESS_AGENT_INVALID_ARGUMENTS or TUBELESS_AGENT_INVALID_RESULT), message, attempt, and
+issues with callId, tool, a JSON-pointer path and a bounded message. Nothing of the
+rejected decision runs. Repairs are charged like decisions, across subagents; limit
+errors, exceptions from decide and cancellation are never repaired. Out of repairs the run
+fails with max_repairs exceeded, caused by the decision's own error. See docs/repairs.md.""",
     ),
     (
         "APPROVALS",

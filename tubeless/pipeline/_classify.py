@@ -6,8 +6,10 @@ import threading
 
 from tubeless._diagnostics import nested_cause, source_code_of
 from tubeless.errors import (
+    AgentError,
     ChildPipelineError,
     Diagnostic,
+    Issue,
     PipelineExecutionError,
     RunCancelledError,
     SchemaValidationError,
@@ -47,9 +49,19 @@ def to_diagnostic(
         step_id=step_id,
         source_code=None if isinstance(error, _WRAPPERS) else source_code_of(error),
         cause=nested_cause(error),
-        issues=error.issues if isinstance(error, SchemaValidationError) else None,
+        issues=_issues_of(error),
         fan_out=error.fan_out if isinstance(error, ChildPipelineError) else None,
     )
+
+
+def _issues_of(error: BaseException) -> tuple[Issue, ...] | None:
+    """A boundary's issues: its own, or those of the refusal an `AgentError` wraps."""
+    if isinstance(error, SchemaValidationError):
+        return error.issues
+    cause = error.__cause__
+    if isinstance(error, AgentError) and isinstance(cause, SchemaValidationError):
+        return cause.issues
+    return None
 
 
 def _message(error: BaseException) -> str:

@@ -57,6 +57,7 @@ _LIMIT_NAMES = (
     ("maxDepth", "max_depth"),
     ("maxConcurrency", "max_concurrency"),
     ("maxSeconds", "max_seconds"),
+    ("maxRepairs", "max_repairs"),
 )
 
 

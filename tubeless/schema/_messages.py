@@ -3,7 +3,8 @@
 `jsonschema` words its errors around the instance (`'s3cret' is too long`). Values at
 tubeless boundaries may carry user data, and issue messages end up in run reports and
 trace records, so the messages here are built from the failing keyword and the schema's
-value for it. Only property names (schema names, or keys of the rejected object) appear.
+value for it. Only property names (schema names, or keys of the rejected object) and,
+for a wrong type, the JSON type of the value (`Expected string, got integer`) appear.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from tubeless._quote import quote
+from tubeless._quote import quote, type_name
 
 __all__ = ["error_messages"]
 
@@ -56,7 +57,11 @@ def _keyword_message(error: ValidationError) -> str:
     if wording is None:
         return f"Does not satisfy {keyword!r}"
     schema = error.schema if isinstance(error.schema, Mapping) else {}
-    return wording(error.validator_value, schema)
+    message = wording(error.validator_value, schema)
+    if keyword == "type":
+        # What it got, by JSON type only: the value itself may be a secret.
+        message += f", got {json_type(error.instance)}"
+    return message
 
 
 def _property_messages(error: ValidationError) -> tuple[str, ...] | None:
@@ -112,6 +117,25 @@ def _listing(values: Iterable[object]) -> str:
     if len(shown) > _LISTED:
         return ", ".join(shown[:_LISTED]) + ", …"
     return ", ".join(shown)
+
+
+def json_type(value: object) -> str:
+    """The JSON type name of `value` (`integer`, `string`, ...), or its bounded type name."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type_name(value)
 
 
 def _type_names(kind: Any, _schema: Any) -> str:

@@ -98,13 +98,17 @@ class AgentTurnView:
     """The turn's dispatched calls, in the order they started."""
     usage: Mapping[str, int | float] | None = None
     """`{inputTokens, outputTokens, totalTokens, cost}` its `decide` charged, if any."""
+    rejections: int = 0
+    """Decisions of the turn rejected and sent back to `decide` (`max_repairs`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return `{index, runId, status, usage?, calls}`."""
+        """Return `{index, runId, status, usage?, calls, rejections?}` (each `?` when any)."""
         out: dict[str, Any] = {"index": self.index, "runId": self.run_id, "status": self.status}
         if self.usage is not None:
             out["usage"] = dict(self.usage)
         out["calls"] = [call.to_dict() for call in self.calls]
+        if self.rejections:
+            out["rejections"] = self.rejections
         return out
 
 
@@ -178,7 +182,16 @@ def _add_usage(
 
 
 class _Run:
-    __slots__ = ("attributes", "children", "completed", "first", "is_agent", "late", "usage")
+    __slots__ = (
+        "attributes",
+        "children",
+        "completed",
+        "first",
+        "is_agent",
+        "late",
+        "rejections",
+        "usage",
+    )
 
     def __init__(self, first: Mapping[str, Any]) -> None:
         self.first = first
@@ -190,6 +203,7 @@ class _Run:
         self.children: list[str] = []
         self.usage: dict[str, int | float] | None = None
         """What the run's `decide` attempts charged (a turn run's)."""
+        self.rejections = 0
 
     @property
     def run_id(self) -> str:
@@ -227,6 +241,8 @@ class _Run:
             )
         elif name == "step.attempted":
             attributes = record["payload"].get("attributes") or {}
+            if "agent.rejection.code" in attributes:
+                self.rejections += 1
             if record.get("stepId") == "decide" and USAGE_ATTRIBUTES[0][0] in attributes:
                 figures = {key: attributes.get(attribute) for attribute, key in USAGE_ATTRIBUTES}
                 self.usage = _add_usage(self.usage, figures)
@@ -344,6 +360,7 @@ class _Builder:
                     status=turn.status,
                     calls=tuple(calls),
                     usage=_add_usage(None, turn.usage),
+                    rejections=turn.rejections,
                 )
             )
             usage = _add_usage(usage, turn.usage)
@@ -453,7 +470,10 @@ def format_agent_history(history: AgentHistory) -> str:
             )
         )
         for turn in agent.turns:
-            lines.append(_line(depth + 1, f"turn {turn.index}  {turn.status}{_spent(turn.usage)}"))
+            count = turn.rejections
+            repaired = f"  {count} decision{'s' if count > 1 else ''} rejected" if count else ""
+            text = f"turn {turn.index}  {turn.status}{repaired}{_spent(turn.usage)}"
+            lines.append(_line(depth + 1, text))
             for call in turn.calls:
                 code = f"  {safe(call.tool_error_code)}" if call.tool_error_code else ""
                 replay = f"  {call.replay}" if call.replay else ""
