@@ -20,10 +20,11 @@ ALLOWED = {
     "_frozen": set(),
     "_fingerprint": set(),
     "_version": set(),
+    "_postgres": {"errors"},
     "schema": {"errors", "_frozen"},
-    "trace": {"errors", "schema", "_frozen", "_fingerprint"},
+    "trace": {"errors", "schema", "_frozen", "_fingerprint", "_postgres"},
     "pipeline": {"errors", "_diagnostics", "schema", "_frozen", "_fingerprint", "trace"},
-    "agent": {"errors", "schema", "_frozen", "pipeline"},
+    "agent": {"errors", "schema", "_frozen", "pipeline", "_postgres"},
     "testing": {"errors", "_frozen", "trace", "agent", "pipeline"},
     "progress": {"errors", "_frozen", "trace"},
     "cli": {"errors", "schema", "_frozen", "trace", "pipeline", "agent", "progress", "_version"},
@@ -53,6 +54,7 @@ CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "opentelemetry": "trace/otel/",
     "requests": None,
     "pydantic": "agent/_function_tools.py",
+    "psycopg": "_postgres.py",
 }
 
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 BUSY_CODE = "TUBELESS_AGENT_EXECUTION_BUSY"
 WRITE_FAILED_CODE = "TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED"
+LEASE_LOST_CODE = "TUBELESS_AGENT_LEASE_LOST"
+"""A lease that can expire (`PostgresCheckpointStore`) was taken over: its writes fail."""
 _BUSY_TIMEOUT_SECONDS = 30.0
 _SCHEMA_VERSION = 1
 _TABLE = (
@@ -51,7 +53,11 @@ class CheckpointLease(Protocol):
         ...
 
     def write(self, text: str) -> None:
-        """Replace the checkpoint atomically; return only once it is durable."""
+        """Replace the checkpoint atomically; return only once it is durable.
+
+        A lease that can expire raises `AgentError` with `TUBELESS_AGENT_LEASE_LOST` once
+        another owner took the key over: the run then stops before its next dispatch.
+        """
         ...
 
     def close(self) -> None:
