@@ -124,6 +124,20 @@ class Session:
 
         self._run(run)
 
+    def insert_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run `sql` once per row, pipelined, in one transaction.
+
+        Raises:
+            TubelessError: as `execute` does.
+        """
+
+        def run(connection: Any) -> list[tuple[Any, ...]]:
+            with connection.transaction(), connection.cursor() as cursor:
+                cursor.executemany(sql, rows)
+            return []
+
+        self._run(run)
+
     def _run(self, work: Callable[[Any], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
         psycopg = self._psycopg
         deadline = time.monotonic() + self._reconnect_seconds
