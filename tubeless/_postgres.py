@@ -36,11 +36,6 @@ def load_psycopg(feature: str) -> Any:
         raise MissingExtraError(feature, extra="postgres", missing="psycopg") from None
 
 
-def is_postgres_url(text: object) -> bool:
-    """Whether `text` is a `postgresql://` (or `postgres://`) connection URL."""
-    return isinstance(text, str) and text.startswith(("postgresql://", "postgres://"))
-
-
 def redact(dsn: str) -> str:
     """`dsn` without its password, for reprs and messages."""
     head, at, tail = dsn.rpartition("@")

@@ -64,6 +64,7 @@ _RELEASE = (
     "UPDATE agent_leases SET released = TRUE, owner = NULL "
     "WHERE key = %(key)s AND epoch = %(epoch)s"
 )
+_TABLES_EXIST = "SELECT to_regclass('agent_leases') IS NOT NULL"
 _READ = "SELECT checkpoint FROM agent_checkpoints WHERE key = %s"
 _EXPIRED = (
     "SELECT lease.key, saved.checkpoint FROM agent_leases AS lease "
@@ -181,8 +182,14 @@ class PostgresCheckpointStore:
         return PostgresLease(self, session, key, int(rows[0][0]))
 
     def _query(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[object, ...]]:
-        session = self._session()
+        """Run an inspection query; a database without the tables has no rows (and gets
+        none: inspecting creates nothing)."""
+        from tubeless._postgres import Session
+
+        session = Session(self._dsn, name="tubeless-checkpoints", fail=_write_failed)
         try:
+            if not session.execute(_TABLES_EXIST)[0][0]:
+                return []
             return session.execute(sql, parameters)
         finally:
             session.close()

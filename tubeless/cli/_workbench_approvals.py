@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from tubeless._quote import quote
 from tubeless.cli._exit import ExitCode
+from tubeless.cli._workbench_stores import open_checkpoint_reader
 from tubeless.errors import AgentError, CliLoadError
 
 __all__ = ["approval_decisions", "handle_approvals"]
@@ -29,21 +29,17 @@ def _plain(text: str) -> str:
 
 
 def handle_approvals(arguments: argparse.Namespace) -> int:
-    """`tubeless approvals --store FILE [--json] [KEY]`: list the waiting calls.
+    """`tubeless approvals --store FILE|URL [--json] [KEY]`: list the waiting calls.
 
     Raises:
-        CliLoadError: when the store file is missing or is not a checkpoint store.
+        CliLoadError: when the store file is missing or is not a checkpoint store, or
+            the database cannot be read.
     """
-    from tubeless.agent import SqliteCheckpointStore
-
-    path = Path.cwd() / arguments.store
-    if not path.is_file():
-        raise CliLoadError(f"Checkpoint store not found at {path}")
-    store = SqliteCheckpointStore(path)
+    store = open_checkpoint_reader(arguments.store)
     try:
         found = _waiting(store, arguments.key)
     except AgentError as error:
-        raise CliLoadError(f"Cannot read checkpoint store {path}: {error}") from error
+        raise CliLoadError(f"Cannot read checkpoint store {store!r}: {error}") from error
     if arguments.json:
         rows = [{"key": key, **call.to_dict()} for key, call in found]
         sys.stdout.write(json.dumps({"pendingApprovals": rows}, indent=2, sort_keys=True) + "\n")
