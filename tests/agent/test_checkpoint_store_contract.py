@@ -156,3 +156,31 @@ def test_pending_approvals_are_listed_without_a_lease_and_decided_later(
         {}, context={"approvals": {"a": approve()}}
     )
     assert (done.value, ran, store.pending_approvals("job")) == ({"n": 4}, [4], ())
+
+
+def test_the_longest_keys_lease_write_and_list(make_store: MakeStore) -> None:
+    """Keys of 4096 characters, multibyte ones too, work like short ones and sort by code point."""
+    import random
+
+    rng = random.Random(7)
+    keys = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(4096)),
+        "".join(rng.choice("äöüßσπ漢字😀") for _ in range(4096)),
+        "Z",
+    ]
+    store = make_store()
+    for key in keys:
+        lease = store.acquire(key)
+        lease.write(f"for {key[:3]}")
+        with pytest.raises(AgentError):
+            make_store().acquire(key)
+        lease.close()
+    assert store.keys() == sorted(keys)
+    assert [store.read(key) for key in keys] == [f"for {key[:3]}" for key in keys]
+
+
+def test_a_durable_run_leaves_no_thread_behind(make_store: MakeStore) -> None:
+    """After a durable run the live thread count is what it was (lease threads included)."""
+    baseline = threading.active_count()
+    assert _agent(make_store(), []).run({}).value == {"n": 4}
+    assert threading.active_count() == baseline

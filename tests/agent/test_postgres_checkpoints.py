@@ -288,3 +288,16 @@ def test_a_killed_worker_is_listed_recoverable_and_resumed_by_another(
     assert resumed["value"] == {"done": ["a", "b"]}
     assert _lines(log) == ["killed a", "resumer a", "resumer b"]
     assert store.recoverable() == []
+
+
+def test_a_key_holding_nul_is_refused_as_an_invalid_key(postgres_url: str) -> None:
+    """PostgreSQL text cannot hold NUL: such a key is a coded key error, never a lease."""
+    store = PostgresCheckpointStore(postgres_url)
+    with pytest.raises(AgentError) as raised:
+        store.acquire("a\x00b")
+    assert raised.value.code == "TUBELESS_AGENT_INVALID_CHECKPOINT_KEY"
+    assert (store.read("a\x00b"), store.keys(), store.pending_approvals("a\x00b")) == (
+        None,
+        [],
+        (),
+    )

@@ -170,3 +170,20 @@ def test_a_pipeline_run_traced_to_the_store_projects_back(open_store: OpenStore)
         (stored,) = project_runs(store.events())
     assert (stored.run_id, stored.status) == (run.run_id, "completed")
     assert sorted(step.id for step in stored.steps) == ["one", "two"]
+
+
+def test_the_longest_ids_are_stored_and_filtered(open_store: OpenStore) -> None:
+    """Run and pipeline ids of 4096 random characters are stored and filter exactly."""
+    import random
+
+    rng = random.Random(3)
+    alphabet = "abcdefghijklmnopqrstuvwxyzäöü漢字😀"
+    long_run = "".join(rng.choice(alphabet) for _ in range(4096))
+    long_pipeline = "".join(rng.choice(alphabet) for _ in range(4096))
+    record = _log(long_run, "long")
+    record["pipelineId"] = long_pipeline
+    with open_store() as store:
+        store.export(record)
+        store.export(_log("short", "short"))
+        assert store.events(run_id=long_run) == [record]
+        assert store.events(pipeline_id=long_pipeline) == [record]

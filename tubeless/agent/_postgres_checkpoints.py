@@ -1,6 +1,8 @@
 """A checkpoint store in PostgreSQL: one database for a fleet, with fenced leases.
 
-Two tables. `agent_leases (key, owner, epoch, expires_at, released)` says who owns each
+Two tables, each keyed by `id`, the SHA-256 of the execution key (a key may be longer than
+an index entry may be). `agent_leases (id, key, owner, epoch, expires_at, released)` says
+who owns each
 execution key: taking a key over (when its lease expired or was released) raises its
 `epoch`, and the owner renews `expires_at` from a thread of the lease while the run lives.
 `agent_checkpoints (key, checkpoint, writes, epoch)` holds the journal, and every write is
@@ -14,6 +16,7 @@ workers' clocks need not agree.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import typing
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.agent._checkpoint_store import LEASE_LOST_CODE, WRITE_FAILED_CODE, busy_error
+from tubeless.agent._journal import KEY_CODE
 from tubeless.errors import AgentDefinitionError, AgentError
 
 if TYPE_CHECKING:
@@ -32,17 +36,17 @@ if TYPE_CHECKING:
 _SCHEMA = (
     "SELECT pg_advisory_xact_lock(7470766)",  # processes creating the tables take turns
     "CREATE TABLE IF NOT EXISTS agent_leases ("
-    "key TEXT PRIMARY KEY, owner TEXT, epoch BIGINT NOT NULL, "
+    "id TEXT PRIMARY KEY, key TEXT NOT NULL, owner TEXT, epoch BIGINT NOT NULL, "
     "expires_at TIMESTAMPTZ NOT NULL, released BOOLEAN NOT NULL DEFAULT FALSE)",
     "CREATE TABLE IF NOT EXISTS agent_checkpoints ("
-    "key TEXT PRIMARY KEY, checkpoint TEXT NOT NULL, writes BIGINT NOT NULL, "
+    "id TEXT PRIMARY KEY, key TEXT NOT NULL, checkpoint TEXT NOT NULL, writes BIGINT NOT NULL, "
     "epoch BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
 )
 _TTL = "now() + %(ttl)s * interval '1 second'"
 _TAKE = (
-    "INSERT INTO agent_leases AS lease (key, owner, epoch, expires_at) "
-    f"VALUES (%(key)s, %(owner)s, 1, {_TTL}) "
-    "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, epoch = lease.epoch + 1, "
+    "INSERT INTO agent_leases AS lease (id, key, owner, epoch, expires_at) "
+    f"VALUES (%(id)s, %(key)s, %(owner)s, 1, {_TTL}) "
+    "ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, epoch = lease.epoch + 1, "
     "expires_at = excluded.expires_at, released = FALSE "
     # the owner's own row: a take-over whose reply was lost is run again on reconnect
     "WHERE lease.released OR lease.expires_at < now() OR lease.owner = excluded.owner "
@@ -50,27 +54,28 @@ _TAKE = (
 )
 _RENEW = (
     f"UPDATE agent_leases SET expires_at = {_TTL} "
-    "WHERE key = %(key)s AND epoch = %(epoch)s AND NOT released RETURNING epoch"
+    "WHERE id = %(id)s AND epoch = %(epoch)s AND NOT released RETURNING epoch"
 )
 _WRITE = (
     f"WITH held AS ({_RENEW}) "
-    "INSERT INTO agent_checkpoints AS saved (key, checkpoint, writes, epoch) "
-    "SELECT %(key)s, %(text)s, 1, epoch FROM held "
-    "ON CONFLICT (key) DO UPDATE SET checkpoint = excluded.checkpoint, "
+    "INSERT INTO agent_checkpoints AS saved (id, key, checkpoint, writes, epoch) "
+    "SELECT %(id)s, %(key)s, %(text)s, 1, epoch FROM held "
+    "ON CONFLICT (id) DO UPDATE SET checkpoint = excluded.checkpoint, "
     "writes = saved.writes + 1, epoch = excluded.epoch, updated_at = now() "
     "RETURNING writes"
 )
 _RELEASE = (
-    "UPDATE agent_leases SET released = TRUE, owner = NULL "
-    "WHERE key = %(key)s AND epoch = %(epoch)s"
+    "UPDATE agent_leases SET released = TRUE, owner = NULL WHERE id = %(id)s AND epoch = %(epoch)s"
 )
 _TABLES_EXIST = "SELECT to_regclass('agent_leases') IS NOT NULL"
-_READ = "SELECT checkpoint FROM agent_checkpoints WHERE key = %s"
+_READ = "SELECT checkpoint FROM agent_checkpoints WHERE id = %s"
+_KEYS = 'SELECT key FROM agent_checkpoints ORDER BY key COLLATE "C"'
+"""Sorted as Python sorts strings (by code point, which is UTF-8 byte order)."""
 _EXPIRED = (
     "SELECT lease.key, saved.checkpoint FROM agent_leases AS lease "
-    "LEFT JOIN agent_checkpoints AS saved ON saved.key = lease.key "
+    "LEFT JOIN agent_checkpoints AS saved ON saved.id = lease.id "
     "WHERE NOT lease.released AND lease.expires_at < now() - %s * interval '1 second' "
-    "ORDER BY lease.key"
+    'ORDER BY lease.key COLLATE "C"'
 )
 
 
@@ -91,6 +96,11 @@ def lease_lost(key: str) -> AgentError:
         "this one stops and dispatches nothing more",
         code=LEASE_LOST_CODE,
     )
+
+
+def _id(key: str) -> str:
+    """The row id of an execution key."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _finished(text: str | None) -> bool:
@@ -167,12 +177,19 @@ class PostgresCheckpointStore:
         Raises:
             AgentError: `TUBELESS_AGENT_EXECUTION_BUSY` while another live lease holds
                 `key`; `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when the database cannot
-                be reached.
+                be reached; `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY` for a key holding NUL.
         """
+        if "\x00" in key:
+            raise AgentError(
+                f"Checkpoint key {quote(key)} holds NUL, which PostgreSQL text cannot store",
+                code=KEY_CODE,
+            )
         session = self._session()
         owner = uuid.uuid4().hex
         try:
-            rows = session.execute(_TAKE, {"key": key, "owner": owner, "ttl": self.lease_seconds})
+            rows = session.execute(
+                _TAKE, {"id": _id(key), "key": key, "owner": owner, "ttl": self.lease_seconds}
+            )
         except BaseException:
             session.close()
             raise
@@ -196,12 +213,14 @@ class PostgresCheckpointStore:
 
     def keys(self) -> list[str]:
         """Every key with a saved checkpoint, sorted."""
-        rows = self._query("SELECT key FROM agent_checkpoints ORDER BY key", ())
+        rows = self._query(_KEYS, ())
         return [str(row[0]) for row in rows]
 
     def read(self, key: str) -> str | None:
         """The checkpoint saved under `key`, read without leasing it (for inspection)."""
-        rows = self._query(_READ, (key,))
+        if "\x00" in key:
+            return None  # no key holds NUL (see `acquire`)
+        rows = self._query(_READ, (_id(key),))
         return str(rows[0][0]) if rows else None
 
     def recoverable(self, *, older_than: float = 0.0) -> list[str]:
@@ -241,7 +260,13 @@ class PostgresLease:
         self._renewer.start()
 
     def _parameters(self, **more: object) -> dict[str, object]:
-        return {"key": self._key, "epoch": self.epoch, "ttl": self._store.lease_seconds, **more}
+        return {
+            "id": _id(self._key),
+            "key": self._key,
+            "epoch": self.epoch,
+            "ttl": self._store.lease_seconds,
+            **more,
+        }
 
     def _renew_while_open(self) -> None:
         while not self._stop.wait(self._store.renew_seconds):
@@ -254,7 +279,7 @@ class PostgresLease:
 
     def read(self) -> str | None:
         """The saved checkpoint text, or `None`."""
-        rows = self._session.execute(_READ, (self._key,))
+        rows = self._session.execute(_READ, (_id(self._key),))
         return str(rows[0][0]) if rows else None
 
     def write(self, text: str) -> None:

@@ -49,9 +49,11 @@ _SCHEMA = (
       error_json TEXT,
       extra_json TEXT
     )""",
-    "CREATE INDEX IF NOT EXISTS pipeline_run_events_run_id_idx ON pipeline_run_events(run_id, id)",
+    # Hash indexes: an id may be longer (4096 characters) than a B-tree entry may be.
+    "CREATE INDEX IF NOT EXISTS pipeline_run_events_run_id_idx "
+    "ON pipeline_run_events USING hash (run_id)",
     "CREATE INDEX IF NOT EXISTS pipeline_run_events_pipeline_id_idx "
-    "ON pipeline_run_events(pipeline_id, id DESC)",
+    "ON pipeline_run_events USING hash (pipeline_id)",
     "CREATE OR REPLACE FUNCTION pipeline_run_events_append_only() RETURNS trigger "
     "LANGUAGE plpgsql AS $$ BEGIN "
     "RAISE EXCEPTION 'pipeline_run_events is append-only'; END $$",
