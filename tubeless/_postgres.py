@@ -22,6 +22,14 @@ from tubeless.errors import MissingExtraError, TubelessError
 RECONNECT_SECONDS = 10.0
 """How long a statement keeps trying to reach the server after its connection dropped."""
 _CONNECT_TIMEOUT_SECONDS = 5
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+"""TCP keepalives: a peer that vanished without closing (a partition, a dead host) breaks
+the connection within about 25 seconds instead of the system's two hours."""
 
 
 def load_psycopg(feature: str) -> Any:
@@ -87,6 +95,7 @@ class Session:
                 autocommit=True,
                 application_name=self._name,
                 connect_timeout=_CONNECT_TIMEOUT_SECONDS,
+                **_KEEPALIVES,
             )
         return self._connection
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tubeless import PostgresCheckpointStore
-from tubeless.errors import AgentDefinitionError, AgentError, MissingExtraError
+from tubeless.errors import AgentDefinitionError, AgentError
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -50,15 +50,18 @@ def test_bad_lease_times_are_definition_errors(lease: Any, renew: Any) -> None:
         PostgresCheckpointStore("postgresql://nowhere", lease_seconds=lease, renew_seconds=renew)
 
 
-def test_without_psycopg_the_store_names_the_missing_extra(tmp_path: Path) -> None:
-    """Constructing the store without psycopg raises `TUBELESS_EXTRA_MISSING`."""
+def test_without_psycopg_the_stores_name_the_missing_extra(tmp_path: Path) -> None:
+    """Constructing either Postgres store without psycopg raises `TUBELESS_EXTRA_MISSING`."""
     code = (
         "import sys; sys.modules['psycopg'] = None\n"
         "import tubeless\n"
-        "try:\n"
-        "    tubeless.PostgresCheckpointStore('postgresql://nowhere')\n"
-        "except tubeless.errors.MissingExtraError as error:\n"
-        "    print(error.code, error.extra, isinstance(error, ImportError))\n"
+        "import tubeless.trace\n"
+        "for make in (tubeless.PostgresCheckpointStore, tubeless.trace.PostgresTraceStore):\n"
+        "    try:\n"
+        "        make('postgresql://nowhere')\n"
+        "    except tubeless.errors.MissingExtraError as error:\n"
+        "        print(error.code, error.extra, isinstance(error, ImportError))\n"
+        "        print(str(error).split()[0])\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -68,8 +71,10 @@ def test_without_psycopg_the_store_names_the_missing_extra(tmp_path: Path) -> No
         env={**os.environ, "PYTHONPATH": os.getcwd()},
         check=True,
     )
-    assert done.stdout.split() == ["TUBELESS_EXTRA_MISSING", "postgres", "True"]
-    assert MissingExtraError.__name__ == "MissingExtraError"
+    assert done.stdout.split() == [
+        *("TUBELESS_EXTRA_MISSING", "postgres", "True", "PostgresCheckpointStore"),
+        *("TUBELESS_EXTRA_MISSING", "postgres", "True", "PostgresTraceStore"),
+    ]
 
 
 def test_an_expired_lease_taken_over_can_no_longer_write(

@@ -75,3 +75,20 @@ def test_the_repr_hides_the_password(postgres_url: str) -> None:
     url = postgres_url.replace("postgres@", "postgres:secret@")
     with PostgresTraceStore(url) as store:
         assert "secret" not in repr(store) and "***" in repr(store)
+
+
+def test_a_terminated_connection_is_reopened_and_no_record_is_lost(
+    postgres_url: str, postgres_server: Any
+) -> None:
+    """`pg_terminate_backend` between batches: the next commit reconnects and stores all."""
+    terminate = (
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE application_name = 'tubeless-trace' AND datname = current_database()) t"
+    )
+    with PostgresTraceStore(postgres_url) as store:
+        for index in range(100):
+            store.export(_log(str(index)))
+            if index == 70:
+                assert postgres_server.execute(postgres_url, terminate)[0][0] == 1
+        messages = [record["payload"]["message"] for record in store.events()]
+    assert messages == [str(index) for index in range(100)]

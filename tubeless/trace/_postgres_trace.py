@@ -120,8 +120,9 @@ class PostgresTraceStore:
     """
 
     def __init__(self, dsn: str, *, read_only: bool = False) -> None:
-        from tubeless._postgres import Session, redact
+        from tubeless._postgres import Session, load_psycopg, redact
 
+        load_psycopg("PostgresTraceStore")
         self._name = redact(dsn)
         self._read_only = read_only
         self._lock = threading.Lock()
