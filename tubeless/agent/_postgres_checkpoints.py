@@ -2,13 +2,12 @@
 
 Two tables, each keyed by `id`, the SHA-256 of the execution key (a key may be longer than
 an index entry may be). `agent_leases (id, key, owner, epoch, expires_at, released)` says
-who owns each
-execution key: taking a key over (when its lease expired or was released) raises its
-`epoch`, and the owner renews `expires_at` from a thread of the lease while the run lives.
-`agent_checkpoints (key, checkpoint, writes, epoch)` holds the journal, and every write is
-one statement that changes it only while the lease row still carries the writer's epoch
-(renewing the lease in the same transaction). An owner that was paused or cut off past its
-lease and taken over finds its epoch gone: its next write raises
+who owns each execution key: taking a key over (when its lease expired or was released)
+raises its `epoch`, and the owner renews `expires_at` from a thread of the lease while the
+run lives. `agent_checkpoints (id, key, checkpoint, writes, epoch)` holds the journal, and
+every write is one statement that changes it only while the lease row still carries the
+writer's epoch (renewing the lease in the same transaction). An owner that was paused or
+cut off past its lease and taken over finds its epoch gone: its next write raises
 `TUBELESS_AGENT_LEASE_LOST`, and since the journal writes each call's intent before the
 call starts, it dispatches nothing more. Expiry is measured by the database's clock, so
 workers' clocks need not agree.
