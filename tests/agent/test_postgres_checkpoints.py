@@ -224,6 +224,7 @@ _GATED = textwrap.dedent(
     import os, sys, time
     import postgres_worker
     go = sys.argv[1]
+    print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.005)
     postgres_worker.main(sys.argv[2:])
@@ -244,7 +245,9 @@ def test_two_processes_racing_one_key_run_it_once(
     go, log = tmp_path / "go", tmp_path / "log"
     first = workers(postgres_url, "job", log, "one", 30.0, 3.0, go=go)
     second = workers(postgres_url, "job", log, "two", 30.0, 3.0, go=go)
-    time.sleep(0.5)  # let both reach the gate (a late one still races the holder)
+    for process in (first, second):
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"  # both wait at the gate
     go.touch()
     results = sorted([_result(first), _result(second)], key=lambda r: r["status"])
     assert results[0]["status"] == "completed"
