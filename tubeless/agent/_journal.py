@@ -34,12 +34,7 @@ from typing import Any
 from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote, type_name
 from tubeless.agent._approvals import APPROVAL_CODES, Approval, node_pending
-from tubeless.agent._checkpoint_store import (
-    LEASE_LOST_CODE,
-    WRITE_FAILED_CODE,
-    CheckpointLease,
-    CheckpointStore,
-)
+from tubeless.agent._checkpoint_store import WRITE_FAILED_CODE, CheckpointLease, CheckpointStore
 from tubeless.errors import (
     AgentDefinitionError,
     AgentError,
@@ -57,8 +52,7 @@ INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
 INTERRUPTED_CODE = "TUBELESS_AGENT_CALL_INTERRUPTED"
 INTERRUPTED_MESSAGE = "The call may have partially run; inspect its effects before retrying"
 _UNSAVED_CODES = (
-    frozenset({WRITE_FAILED_CODE, LEASE_LOST_CODE, MISMATCH_CODE, INVALID_CODE, KEY_CODE})
-    | APPROVAL_CODES
+    frozenset({WRITE_FAILED_CODE, MISMATCH_CODE, INVALID_CODE, KEY_CODE}) | APPROVAL_CODES
 )
 """Failures that are never saved as terminal: they belong to storage, or wait for a person
 (a call waiting for approval, or a decision that did not fit: the execution stays
@@ -196,9 +190,9 @@ class Journal:
         """Apply `mutate` to the document; with `durable`, return once it is saved.
 
         Raises:
-            AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when this or an earlier
-                write failed: the run must stop (the next run reads what was saved);
-                `TUBELESS_AGENT_LEASE_LOST` when another owner took the key over.
+            AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` (or the store's own code,
+                such as `TUBELESS_AGENT_LEASE_LOST`) when this or an earlier write failed:
+                the run must stop (the next run reads what was saved).
         """
         with self._changed:
             self._raise_failure()
@@ -224,13 +218,13 @@ class Journal:
                 self._sync(self._sequence)
 
     def _raise_failure(self) -> None:
-        if isinstance(self._failure, AgentError) and self._failure.code == LEASE_LOST_CODE:
-            raise AgentError(str(self._failure), code=LEASE_LOST_CODE) from self._failure
         if self._failure is not None:
+            # A store's coded failure keeps its code (a lease taken over: LEASE_LOST).
+            failure = self._failure
+            code = failure.code if isinstance(failure, AgentError) else WRITE_FAILED_CODE
             raise AgentError(
-                f"Checkpoint write failed; the run stopped: {str(self._failure)[:300]}",
-                code=WRITE_FAILED_CODE,
-            ) from self._failure
+                f"Checkpoint write failed; the run stopped: {str(failure)[:300]}", code=code
+            ) from failure
 
     def _sync(self, mine: int) -> None:
         """Wait (holding `_changed`) until change `mine` is durable, writing if no one is."""

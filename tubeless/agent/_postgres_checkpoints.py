@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
-from tubeless.agent._checkpoint_store import LEASE_LOST_CODE, WRITE_FAILED_CODE, busy_error
+from tubeless.agent._checkpoint_store import WRITE_FAILED_CODE, busy_error
 from tubeless.agent._journal import KEY_CODE
 from tubeless.errors import AgentDefinitionError, AgentError
 
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from tubeless._postgres import Session
     from tubeless.errors import PendingApproval
 
+LEASE_LOST_CODE = "TUBELESS_AGENT_LEASE_LOST"
+"""A lease was taken over: its owner's writes fail, so it dispatches nothing more."""
 _SCHEMA = (
     "SELECT pg_advisory_xact_lock(7470766)",  # processes creating the tables take turns
     "CREATE TABLE IF NOT EXISTS agent_leases ("
