@@ -224,9 +224,9 @@ BENCHES = (
     run_delegation_bench,
     run_executors_bench,
     run_durable_bench,
-    run_postgres_bench,
     run_trace_store_bench,
     run_otel_bench,
+    run_postgres_bench,
 )
 
 

@@ -50,11 +50,11 @@ CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "jsonschema": "schema",
     "referencing": "schema",
     "sqlite3": ("trace/_sqlite.py", "agent/_checkpoint_store.py"),
+    "psycopg": "_postgres.py",
     "argparse": "cli",
     "opentelemetry": "trace/otel/",
     "requests": None,
     "pydantic": "agent/_function_tools.py",
-    "psycopg": "_postgres.py",
 }
 
 
