@@ -94,19 +94,9 @@ call id, a decision for a call that needs none, a waiting call left undecided, o
 edit is an error, and nothing is dispatched. Nothing that ran runs again.""",
     ),
     (
-        "EXECUTORS",
-        """\
-A tool defined with define_tool(..., executor=...) runs its handler on that
-concurrent.futures executor: a ProcessPoolExecutor for CPU-bound work, or Dask's
-Client.get_executor() for a cluster. Validation, limits, traces and decision order stay
-local. The handler travels by reference, so keep it in a module the workers can import
-(a sibling of FILE, or an installed package), not in FILE itself, which is loaded under a
-private module name. The run never shuts the executor down; a handler sees cancellation
-through context.signal.is_set() and context.signal.wait(seconds).""",
-    ),
-    (
         "SEVERAL MACHINES",
-        """With the postgres extra (pip install 'tubeless-pipelines[postgres]'), workers on several
+        """\
+With the postgres extra (pip install 'tubeless-pipelines[postgres]'), workers on several
 machines share one PostgreSQL database. Durability(store=tubeless.PostgresCheckpointStore(URL),
 key=...) keeps the journal there under fenced leases: a lease lives lease_seconds (default
 30) and is renewed while the run lives; a worker that died or froze past its lease is taken
@@ -120,6 +110,17 @@ whose lease ran out before they finished. Every --store of
 and
 .B export otel
 also takes a postgresql:// URL (tubeless.trace.PostgresTraceStore for traces).""",
+    ),
+    (
+        "EXECUTORS",
+        """\
+A tool defined with define_tool(..., executor=...) runs its handler on that
+concurrent.futures executor: a ProcessPoolExecutor for CPU-bound work, or Dask's
+Client.get_executor() for a cluster. Validation, limits, traces and decision order stay
+local. The handler travels by reference, so keep it in a module the workers can import
+(a sibling of FILE, or an installed package), not in FILE itself, which is loaded under a
+private module name. The run never shuts the executor down; a handler sees cancellation
+through context.signal.is_set() and context.signal.wait(seconds).""",
     ),
 )
 """Sections after the commands: (heading, roff text), in page order."""
