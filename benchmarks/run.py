@@ -28,6 +28,7 @@ import bench_executors
 import bench_inserts
 import bench_memory
 import bench_otel
+import bench_postgres
 import bench_state
 import bench_stream
 import profile_agent
@@ -213,6 +214,20 @@ def run_durable_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     ]
 
 
+def run_postgres_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Durable cost per call on PostgreSQL beside SQLite and LangGraph's Postgres saver."""
+    plan = bench_postgres.QUICK if quick else bench_postgres.FULL
+    measured = bench_postgres.measure(plan)
+    title = "Durable execution on PostgreSQL: PostgresCheckpointStore, SQLite, LangGraph"
+    emit(_section(title) + bench_postgres.format_postgres(measured, plan))
+    figures["postgres"] = {
+        "turns": plan.turns,
+        "calls": plan.calls,
+        "variants": bench_postgres.summary(plan, measured),
+    }
+    return []
+
+
 BENCHES = (
     run_agent_bench,
     run_memory_bench,
@@ -223,6 +238,7 @@ BENCHES = (
     run_deadlines_bench,
     run_trace_store_bench,
     run_otel_bench,
+    run_postgres_bench,
 )
 
 

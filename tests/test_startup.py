@@ -39,12 +39,13 @@ def test_import_tubeless_loads_neither_the_cli_nor_argparse_nor_sqlite(tmp_path:
     loaded = _python(
         "import json, sys, tubeless, tubeless.trace\n"
         "print(json.dumps(sorted(m for m in sys.modules"
-        " if m in ('argparse', 'sqlite3') or m.startswith('tubeless'))))",
+        " if m in ('argparse', 'sqlite3', 'psycopg') or m.startswith('tubeless'))))",
         tmp_path,
     )
 
     assert "argparse" not in loaded
     assert "sqlite3" not in loaded
+    assert "psycopg" not in loaded
     assert "tubeless.cli" not in loaded
     assert [module for module in loaded if not _is_core(module)] == []
 

@@ -165,6 +165,24 @@ def test_a_stored_run_is_delivered_whole_with_stable_ids(cli: Any, receiver: Rec
     assert _identity(receiver.spans()) == _identity(first)
 
 
+def test_a_postgres_store_url_gives_the_same_spans_as_the_sqlite_store(
+    cli: Any, receiver: Receiver, postgres_url: str
+) -> None:
+    """`--store postgresql://...` replays a run recorded there as the SQLite store does."""
+    result = cli(
+        "run", "--store", postgres_url, "--trace", "trace.ndjson", str(EXAMPLE), "--",
+        "--question", "hello tubeless", env=ENV,
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    exported = _export(cli, receiver, "--store", postgres_url)
+    assert (exported.code, exported.stderr) == (0, "")
+    from_postgres = receiver.spans()
+    receiver.clear()
+    assert _export(cli, receiver, "--trace", "trace.ndjson").code == 0
+    assert len(from_postgres) == 12
+    assert _identity(receiver.spans()) == _identity(from_postgres)
+
+
 def test_an_ndjson_trace_gives_the_same_spans_as_the_store(cli: Any, receiver: Receiver) -> None:
     """`--trace FILE` replays the same records, so the same spans, as `--store FILE`."""
     _record(cli, "hello tubeless")

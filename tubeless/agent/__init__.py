@@ -32,6 +32,7 @@ from tubeless.agent._function_tools import tool_from_function
 from tubeless.agent._journal import Durability, ExecutionIds
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._pipeline_tool import pipeline_tool
+from tubeless.agent._postgres_checkpoints import PostgresCheckpointStore
 from tubeless.agent._remote import RemoteSignal, RemoteToolContext
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
@@ -58,6 +59,7 @@ __all__ = [
     "FinishDecision",
     "InitialStateCallback",
     "PendingApproval",
+    "PostgresCheckpointStore",
     "RecordedAgent",
     "RecordedTurn",
     "ReduceCallback",

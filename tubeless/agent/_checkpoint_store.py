@@ -67,7 +67,11 @@ class CheckpointLease(Protocol):
         ...
 
     def write(self, text: str) -> None:
-        """Replace the checkpoint atomically; return only once it is durable."""
+        """Replace the checkpoint atomically; return only once it is durable.
+
+        A lease that can expire raises `AgentError` with `TUBELESS_AGENT_LEASE_LOST` once
+        another owner took the key over: the run then stops before its next dispatch.
+        """
         ...
 
     def close(self) -> None:

@@ -218,8 +218,9 @@ class Journal:
         """Apply `mutate` to the document; with `durable`, return once it is saved.
 
         Raises:
-            AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when this or an earlier
-                write failed: the run must stop (the next run reads what was saved).
+            AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` (or the store's own code,
+                such as `TUBELESS_AGENT_LEASE_LOST`) when this or an earlier write failed:
+                the run must stop (the next run reads what was saved).
         """
         with self._changed:
             self._raise_failure()

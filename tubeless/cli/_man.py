@@ -93,9 +93,9 @@ approval, no call of that batch starts: the journal keeps the batch, the run fai
 TUBELESS_AGENT_APPROVAL_REQUIRED, and
 .B run
 exits 8 after listing the waiting calls.
-.B approvals --store FILE
-lists them from the checkpoint store (the agent's SqliteCheckpointStore file, not a trace
-store). Run the same command again with
+.B approvals --store FILE|URL
+lists them from the checkpoint store (the agent's SqliteCheckpointStore file or
+PostgresCheckpointStore URL, not a trace store). Run the same command again with
 .B --approve CALL_ID
 or
 .B --reject CALL_ID=MESSAGE
@@ -105,6 +105,24 @@ context={"approvals": {CALL_ID: tubeless.approve() | tubeless.reject(MESSAGE) |
 tubeless.edit(NEW_INPUT)}}; an edited input is validated like any argument. An unknown
 call id, a decision for a call that needs none, a waiting call left undecided, or a bad
 edit is an error, and nothing is dispatched. Nothing that ran runs again.""",
+    ),
+    (
+        "SEVERAL MACHINES",
+        """\
+With the postgres extra (pip install 'tubeless-pipelines[postgres]'), workers on several
+machines share one PostgreSQL database. Durability(store=tubeless.PostgresCheckpointStore(URL),
+key=...) keeps the journal there under fenced leases: a lease lives lease_seconds (default
+30) and is renewed while the run lives; a worker that died or froze past its lease is taken
+over by the next run with the same key, and the frozen one, once it wakes, fails with
+TUBELESS_AGENT_LEASE_LOST before it dispatches anything more. A second live owner gets
+TUBELESS_AGENT_EXECUTION_BUSY. store.recoverable(older_than=SECONDS) lists the executions
+whose lease ran out before they finished. Every --store of
+.BR run ,
+.BR history ,
+.B approvals
+and
+.B export otel
+also takes a postgresql:// URL (tubeless.trace.PostgresTraceStore for traces).""",
     ),
     (
         "EXECUTORS",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from tubeless._quote import quote
 from tubeless.cli._exit import ExitCode
+from tubeless.cli._workbench_stores import open_checkpoint_reader
 from tubeless.errors import AgentError, CliLoadError
 
 __all__ = ["approval_decisions", "handle_approvals"]
@@ -29,7 +29,7 @@ def _plain(text: str) -> str:
 
 
 def handle_approvals(arguments: argparse.Namespace) -> int:
-    """`tubeless approvals --store FILE [--json] [KEY]`: list the waiting calls.
+    """`tubeless approvals --store FILE|URL [--json] [KEY]`: list the waiting calls.
 
     The store is opened read-only: a file the user may not write can be listed.
 
@@ -37,12 +37,7 @@ def handle_approvals(arguments: argparse.Namespace) -> int:
         CliLoadError: when the store file is missing, is not a checkpoint store, is
             damaged or cannot be read (the message carries the checkpoint error's code).
     """
-    from tubeless.agent import SqliteCheckpointStore
-
-    path = Path.cwd() / arguments.store
-    if not path.is_file():
-        raise CliLoadError(f"Checkpoint store not found at {path}")
-    store = SqliteCheckpointStore(path)
+    store = open_checkpoint_reader(arguments.store)
     try:
         found = _waiting(store, arguments.key)
     except AgentError as error:

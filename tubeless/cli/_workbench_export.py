@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tubeless.cli._exit import ExitCode
+from tubeless.cli._workbench_stores import open_trace_reader
 from tubeless.errors import (
     CliLoadError,
     CliUsageError,
@@ -29,18 +30,16 @@ def _quoted(text: str) -> str:
 
 
 def _read(arguments: argparse.Namespace) -> list[dict[str, Any]]:
-    from tubeless.trace import SqliteTraceStore, read_ndjson
+    from tubeless.trace import read_ndjson
 
     if arguments.trace is not None:
         path = Path.cwd() / arguments.trace
         if not path.exists():
             raise CliLoadError(f"Trace file not found at {path}")
         return read_ndjson(path)
-    path = Path.cwd() / arguments.store
-    if not path.exists():
-        raise CliLoadError(f"Run store not found at {path}")
-    with SqliteTraceStore(path, read_only=True) as store:
-        return store.events()
+    with open_trace_reader(arguments.store) as store:
+        records: list[dict[str, Any]] = store.events()
+        return records
 
 
 def run_tree(records: Sequence[Mapping[str, Any]], run_id: str) -> list[Mapping[str, Any]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._workbench_parser import DEFAULT_STORE
+from tubeless.cli._workbench_stores import open_trace_reader
 from tubeless.errors import (
     CliLoadError,
     CliUsageError,
@@ -23,7 +24,7 @@ __all__ = ["handle_history"]
 
 
 def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any]]]:
-    from tubeless.trace import SqliteTraceStore, read_ndjson
+    from tubeless.trace import read_ndjson
 
     cwd = Path.cwd()
     if arguments.trace is not None:
@@ -40,11 +41,9 @@ def _read_events(arguments: argparse.Namespace) -> list[tuple[int, dict[str, Any
                 (row_id, record) for row_id, record in rows if record["runId"] == arguments.run_id
             ]
         return rows
-    path = cwd / (arguments.store or DEFAULT_STORE)
-    if not path.exists():
-        raise CliLoadError(f"Run store not found at {path}")
-    with SqliteTraceStore(path, read_only=True) as store:
-        return store.event_rows(run_id=arguments.run_id)
+    with open_trace_reader(arguments.store or DEFAULT_STORE) as store:
+        stored: list[tuple[int, dict[str, Any]]] = store.event_rows(run_id=arguments.run_id)
+        return stored
 
 
 def _all_records(arguments: argparse.Namespace) -> list[dict[str, Any]]:

@@ -137,7 +137,7 @@ def _add_graph(commands: argparse._SubParsersAction[StrictArgumentParser]) -> No
 def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
     parser = commands.add_parser(
         "run",
-        usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH] [--traceback] "
+        usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH|URL] [--traceback] "
         "[--approve CALL_ID] [--reject CALL_ID=MESSAGE] FILE|ID [-- APP-ARG ...]",
         help=COMMAND_HELP["run"],
         description=COMMAND_HELP["run"] + " Application flags belong after --; use "
@@ -159,8 +159,9 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
     )
     parser.add_argument(
         "--store",
-        metavar="PATH",
-        help="Append the run's trace records to the SQLite store at PATH.",
+        metavar="PATH|URL",
+        help="Append the run's trace records to the SQLite store at PATH, or to the "
+        "PostgreSQL database at a postgresql:// URL (needs the postgres extra).",
     )
     parser.add_argument(
         "--traceback",
@@ -201,8 +202,9 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--store",
-        metavar="PATH",
-        help=f"Read this SQLite store (default: {DEFAULT_STORE}).",
+        metavar="PATH|URL",
+        help=f"Read this SQLite store, or the PostgreSQL database at a postgresql:// URL "
+        f"(default: {DEFAULT_STORE}).",
     )
     source.add_argument("--trace", metavar="PATH", help="Read this NDJSON trace file instead.")
     output = parser.add_mutually_exclusive_group()
@@ -229,16 +231,18 @@ def _add_approvals(commands: argparse._SubParsersAction[StrictArgumentParser]) -
         "approvals",
         help=COMMAND_HELP["approvals"],
         description=COMMAND_HELP["approvals"] + " The store is the agent's checkpoint store "
-        "(its Durability store, a SqliteCheckpointStore file), not a trace store; it is only "
+        "(its Durability store: a SqliteCheckpointStore file, or a PostgresCheckpointStore "
+        "database named by its postgresql:// URL), not a trace store; it is only "
         "read, never created. Each line shows the execution key, the call id, the tool, the "
         "turn, the agent path and the proposed input. Decide them with tubeless run FILE "
         "--approve CALL_ID or --reject CALL_ID=MESSAGE.",
     )
     parser.add_argument(
         "--store",
-        metavar="FILE",
+        metavar="FILE|URL",
         required=True,
-        help="Read this SQLite checkpoint store.",
+        help="Read this SQLite checkpoint store, or the PostgreSQL database at a "
+        "postgresql:// URL.",
     )
     parser.add_argument("--json", action="store_true", help="Print the waiting calls as JSON.")
     parser.add_argument(
@@ -284,7 +288,12 @@ def _add_export(commands: argparse._SubParsersAction[StrictArgumentParser]) -> N
         description=_OTEL_DESCRIPTION,
     )
     source = otel.add_mutually_exclusive_group(required=True)
-    source.add_argument("--store", metavar="FILE", help="Read the runs from this SQLite store.")
+    source.add_argument(
+        "--store",
+        metavar="FILE|URL",
+        help="Read the runs from this SQLite store, or from the PostgreSQL database at a "
+        "postgresql:// URL.",
+    )
     source.add_argument("--trace", metavar="FILE", help="Read the runs from this NDJSON trace.")
     otel.add_argument(
         "--endpoint",

@@ -18,6 +18,7 @@ from tubeless.cli._workbench_approvals import approval_decisions
 from tubeless.cli._workbench_destinations import destinations_conflict
 from tubeless.cli._workbench_sources import resolve_target
 from tubeless.cli._workbench_stdout import diverted_stdout
+from tubeless.cli._workbench_stores import is_store_url, open_trace_writer
 from tubeless.errors import AgentError, CliHelpRequested, CliUsageError, CliValidationError
 
 __all__ = ["handle_run"]
@@ -56,9 +57,14 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
     cwd = Path.cwd()
     target = resolve_target(arguments.source, arguments.export, arguments.project, cwd)
     command = target.command()
-    store = None if arguments.store is None else cwd / arguments.store
+    store = arguments.store
     trace = None if arguments.trace in (None, "-") else cwd / arguments.trace
-    if store is not None and trace is not None and destinations_conflict(store, trace):
+    if (
+        store is not None
+        and trace is not None
+        and not is_store_url(store)
+        and destinations_conflict(cwd / store, trace)
+    ):
         raise CliUsageError(
             ["--store and --trace cannot write to the same file."], parser.format_help()
         )
@@ -74,13 +80,13 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
         return _close(sink, code)
 
 
-def _open_sink(store: Path | None, trace: Any) -> Any:
-    from tubeless.trace import NdjsonTraceSink, SqliteTraceStore, compose_sinks
+def _open_sink(store: str | None, trace: Any) -> Any:
+    from tubeless.trace import NdjsonTraceSink, compose_sinks
 
     sinks: list[Any] = []
     try:
         if store is not None:
-            sinks.append(SqliteTraceStore(store))
+            sinks.append(open_trace_writer(store))
         if trace is not None:
             sinks.append(NdjsonTraceSink(trace))
     except BaseException:

@@ -41,6 +41,7 @@ from tubeless.trace._wire import (
 )
 
 if _typing.TYPE_CHECKING:
+    from tubeless.trace._postgres_trace import PostgresTraceStore
     from tubeless.trace._sqlite import SqliteTraceStore
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "AgentView",
     "ComposedTraceSink",
     "NdjsonTraceSink",
+    "PostgresTraceStore",
     "RunFold",
     "SqliteTraceStore",
     "StepFold",
@@ -82,15 +84,21 @@ __all__ = [
 _show_public_module(__name__, __all__, globals())
 
 
-# sqlite3 loads when the store is first used (PEP 562).
+# The stores load when first used (PEP 562): sqlite3, and psycopg when connecting.
+_LAZY = {
+    "PostgresTraceStore": "tubeless.trace._postgres_trace",
+    "SqliteTraceStore": "tubeless.trace._sqlite",
+}
+
+
 def __getattr__(name: str) -> object:
-    if name != "SqliteTraceStore":
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = _importlib.import_module("tubeless.trace._sqlite").SqliteTraceStore
+    value = getattr(_importlib.import_module(_LAZY[name]), name)
     _show_public_module(__name__, [name], {name: value})
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "SqliteTraceStore"})
+    return sorted({*globals(), *_LAZY})
