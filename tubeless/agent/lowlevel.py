@@ -13,8 +13,11 @@ What it promises, for as long as a name is listed here:
   raises to fail the run; `source_version` (such as a
   digest of the source's definition) joins the tool pipeline's definition identity, and
   so the agent's.
+- Seconds. `check_seconds(value, label)` checks a number of seconds as `timeout=` and
+  `max_seconds` do, raising the same coded definition error.
 """
 
+from tubeless.agent._limits import check_seconds
 from tubeless.agent._tools import source_tool
 
-__all__ = ["source_tool"]
+__all__ = ["check_seconds", "source_tool"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import typing
@@ -13,6 +12,7 @@ from typing import Any, Literal
 
 from tubeless._quote import quote, type_name
 from tubeless.agent import AgentTool, DecisionContext
+from tubeless.agent.lowlevel import check_seconds
 from tubeless.errors import (
     AgentDefinitionError,
     McpConnectionError,
@@ -176,8 +176,9 @@ class McpServer:
                 the run with `TUBELESS_MCP_TOOL_DRIFT` on any difference (again after the
                 server announces `notifications/tools/list_changed`).
             include: offer only these tool names (default: every tool).
-            timeout: seconds a call may wait (a number > 0); at the deadline the request
-                is cancelled on the server and the call's outcome is the recoverable
+            timeout: seconds a call may take (a number > 0), as `define_tool(timeout=)`:
+                at the deadline (or at the run's `max_seconds`, if earlier) the request is
+                cancelled on the server and the call's outcome is the recoverable
                 `TUBELESS_AGENT_CALL_TIMED_OUT`.
             replay: `"safe"` or `"unsafe"` (default), for all tools or per tool name.
                 Server annotations (`readOnlyHint`, `idempotentHint`) never make a tool
@@ -190,7 +191,8 @@ class McpServer:
             McpLockError: when the lock file cannot be read or is invalid.
             McpServerClosedError: without `pin`, when the server is not open.
         """
-        _check_timeout(timeout)
+        if timeout is not None:
+            check_seconds(timeout, "MCP tools timeout")
         if pin is None:
             known = {tool.name: tool for tool in self._list(None)}
         else:
@@ -242,20 +244,6 @@ class _DriftCheck:
 
     def __call__(self, signal: threading.Event, run_id: str) -> None:
         self._server.verify(self._pinned, signal, run_id)
-
-
-def _check_timeout(timeout: object) -> None:
-    if timeout is None:
-        return
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise AgentDefinitionError(
-            f"MCP tools timeout must be a number of seconds > 0, got {quote(timeout)}"
-        )
 
 
 def _choose(

@@ -74,8 +74,8 @@ def call_tool(
 ) -> Any:
     """Send one `tools/call` and return its value: `structuredContent` or the text.
 
-    The timeout lives here alone: the waiting request is bounded and, at the deadline,
-    cancelled on the server and reported as `TUBELESS_AGENT_CALL_TIMED_OUT`.
+    `timeout` is the time left to the call's deadline: the waiting request is bounded and,
+    at the deadline, cancelled on the server and reported as `TUBELESS_AGENT_CALL_TIMED_OUT`.
 
     Raises:
         ToolError: `MCP_TOOL_ERROR` (`isError`, or the server refused the request),
@@ -94,7 +94,7 @@ def call_tool(
     except CallTimedOutError:
         raise ToolError(
             TIMED_OUT,
-            f"MCP tool {quote(name)} did not answer within {timeout} s and was cancelled; "
+            f"MCP tool {quote(name)} did not answer before its deadline and was cancelled; "
             "the call may still complete",
         ) from None
     except (ToolError, RunCancelledError):
@@ -201,7 +201,8 @@ def build_tools(
                 description=definition.description or f"MCP tool {name}",
                 input_schema=_as_2020_12(thaw(definition.input_schema)),
                 output_schema=_ANY_OUTPUT,
-                run=_handler(session_of, definition, timeout),
+                run=_handler(session_of, definition),
+                timeout=timeout,
                 replay=replays[name] or "unsafe",  # annotations never make a tool safe
                 needs_approval=approvals[name] or False,
             )
@@ -214,9 +215,11 @@ def build_tools(
 
 
 def _handler(
-    session_of: SessionOf, definition: McpToolDefinition, timeout: float | None
+    session_of: SessionOf, definition: McpToolDefinition
 ) -> Callable[[Any, ToolContext], Any]:
     def run(arguments: Any, context: ToolContext) -> Any:
-        return call_tool(session_of(), definition, arguments, context.signal, timeout)
+        # The call's deadline (its `timeout`, or the run's `max_seconds`) bounds the wait.
+        left = context.time_left()
+        return call_tool(session_of(), definition, arguments, context.signal, left)
 
     return run
