@@ -182,6 +182,23 @@ def test_a_timed_out_call_is_cancelled_and_recoverable(
     assert "may still complete" in found[0]["error"]["message"]
 
 
+def test_the_runs_time_budget_bounds_a_call_without_a_timeout(
+    make_server: Callable[..., McpServer], log: Path
+) -> None:
+    """`max_seconds` is a call's deadline too: the stalled request is cancelled on the
+    server, and the run then stops with the time limit."""
+    with make_server() as server:
+        agent = calls_agent(
+            server.tools(),
+            [{"id": "1", "tool": "stall", "input": {"tag": "m"}}],
+            limits=AgentLimits(max_seconds=0.5),
+        )
+        run = agent.run({})
+        wait_for_log(log, "cancelled m")
+    assert run.status == "failed"
+    assert "max_seconds" in str(run.errors[0].to_dict())
+
+
 def test_leaving_the_block_ends_thread_and_process(make_server: Callable[..., McpServer]) -> None:
     """After the `with` block no loop thread and no child process is left."""
     server = make_server()
