@@ -18,7 +18,9 @@ want of an answer: use `agent.py` for a credential-free preview.
 Model input is bounded in UTF-8 bytes: the question by 4 KiB (before any request), the
 observation history by 16 KiB (before the next state is committed), and the whole encoded
 request body by 32 KiB (before every request). These are application budgets, not token
-counts.
+counts. Tokens are bounded too: each request reserves its bounds against the agent's
+`max_total_tokens` before it is sent and settles with the response's `usage`, so
+`run.usage` (and `tubeless history`) gives what the run consumed.
 """
 
 from __future__ import annotations
@@ -70,7 +72,14 @@ agent = define_agent(
     input_schema=question_options,
     result_schema=text_answer,
     tools=text_tools,
-    limits={"max_turns": 6, "max_calls": 12, "max_decisions": 6, "max_concurrency": 3},
+    limits={
+        "max_turns": 6,
+        "max_calls": 12,
+        "max_decisions": 6,
+        "max_concurrency": 3,
+        # Six requests at their bounds (32 KiB in, 2048 out) would need 208,896.
+        "max_total_tokens": 150_000,
+    },
     initial_state=start,
     decide=openai_decision,
     reduce=remember,

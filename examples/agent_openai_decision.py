@@ -15,6 +15,12 @@ Environment, read when a decision is requested (never at import, plan or graph t
 
 Failures raise `OpenAIDecisionError` with a fixed message: no response body and no key ever
 reaches an error, a run report or a trace. There are no retries.
+
+Usage: before each request the adapter reserves its upper bounds with
+`context.reserve_usage` (input tokens: the encoded body's bytes, which a token never
+outnumbers, so at most `MAX_REQUEST_BYTES`; output tokens: `MAX_OUTPUT_TOKENS`), so an
+agent over its `max_*_tokens` stops before sending anything; the response's `usage` then
+settles the reservation (without one, the reservation stays charged in full).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_DEADLINE_SECONDS = 30.0
 MAX_REQUEST_BYTES = 32768
 """Budget for the whole encoded request body: instructions, schemas and escaping included."""
+MAX_OUTPUT_TOKENS = 2048
+"""The request's `max_output_tokens`: the output bound each request reserves."""
 
 INSTRUCTIONS = " ".join(
     [
@@ -97,7 +105,7 @@ def request_body(state: Mapping[str, Any], context: DecisionContext) -> dict[str
         "model": os.environ.get("OPENAI_MODEL") or DEFAULT_MODEL,
         # tubeless owns the state: no provider-side conversation, every request stands alone.
         "store": False,
-        "max_output_tokens": 2048,
+        "max_output_tokens": MAX_OUTPUT_TOKENS,
         "instructions": INSTRUCTIONS,
         "input": json.dumps(
             {"state": state, "turn": context.turn}, ensure_ascii=False, separators=(",", ":")
@@ -123,7 +131,12 @@ def openai_decision(state: Mapping[str, Any], context: DecisionContext) -> dict[
     if not api_key:
         raise OpenAIDecisionError("OPENAI_API_KEY is required for the OpenAI agent example")
     base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    # Raises the agent's limit error, before anything is sent, when the bounds do not fit.
+    reservation = context.reserve_usage(input_tokens=len(body), output_tokens=MAX_OUTPUT_TOKENS)
     status, content = _send(f"{base_url.rstrip('/')}/responses", body, api_key, context)
+    used = usage_from_response(content)
+    if used is not None:
+        reservation.settle(input_tokens=used[0], output_tokens=used[1])
     tools = {capability["name"] for capability in context.capabilities}
     return decision_from_response(status, content, tools=tools)
 
@@ -186,6 +199,21 @@ def _strict_json(data: bytes | str) -> Any:
         return json.loads(data, parse_constant=reject)
     except ValueError:  # also UnicodeDecodeError
         return _INVALID
+
+
+def usage_from_response(content: bytes) -> tuple[int, int] | None:
+    """Return `(input_tokens, output_tokens)` from a response's `usage`, or `None` when it
+    has none usable (then the reservation stays charged at its bounds)."""
+    body = _strict_json(content)
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    input_tokens, output_tokens = usage.get("input_tokens"), usage.get("output_tokens")
+    if type(input_tokens) is not int or type(output_tokens) is not int:
+        return None
+    if not (0 <= input_tokens < 2**53 and 0 <= output_tokens < 2**53):
+        return None
+    return input_tokens, output_tokens
 
 
 def decision_from_response(

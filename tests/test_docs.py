@@ -31,7 +31,7 @@ def _matches(expected: str, printed: str) -> bool:
         return False
     return all(
         line.startswith(want[:-3]) if want.endswith("...") else line == want
-        for want, line in zip(shown, lines)
+        for want, line in zip(shown, lines, strict=True)
     )
 
 

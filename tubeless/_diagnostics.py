@@ -86,6 +86,9 @@ AGENT_ERROR_CODES: tuple[str, ...] = (
     "TUBELESS_AGENT_APPROVAL_MISSING",
     "TUBELESS_AGENT_APPROVAL_INVALID_EDIT",
     "TUBELESS_AGENT_CALL_REJECTED",
+    "TUBELESS_CASSETTE_INVALID",
+    "TUBELESS_REPLAY_DIVERGED",
+    "TUBELESS_AGENT_INVALID_USAGE",
 )
 """Agent codes: carried by exceptions, so they surface as `source_code` in reports."""
 

@@ -21,9 +21,12 @@ Exceptions (each carries a `code` string unless noted)::
     │   ├── TraceExportError           an OTLP endpoint did not take the exported spans
     │   ├── MissingExtraError          an optional extra is not installed; `.extra` (ImportError)
     │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
-    │   ├── AgentError                 a model decision or state was rejected at run time
+    │   ├── AgentError                 a model decision, state or usage amount was rejected
     │   │   ├── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
     │   │   └── ApprovalRequiredError  calls wait for a person's approval; `.pending_approvals`
+    │   ├── CassetteError              a cassette file is missing, unreadable or malformed
+    │   │   └── ReplayDivergedError    a replayed run left its recording; `.agent_path`,
+    │   │                              `.turn`, `.call_id`, `.difference`
     │   ├── CliHelpRequested           `--help` was given; `.help_text` is what to print
     │   ├── CliValidationError         command-line arguments were rejected; `.errors`
     │   │   └── CliUsageError          command-line arguments could not be parsed at all
@@ -74,6 +77,7 @@ from tubeless._diagnostics import (
 )
 from tubeless._diagnostics import APPROVAL_REQUIRED_CODE as _APPROVAL_REQUIRED_CODE
 from tubeless._public import show_public_module as _show_public_module
+from tubeless._quote import quote as _quote
 
 if typing.TYPE_CHECKING:
     from tubeless.pipeline import PipelineRun
@@ -86,6 +90,7 @@ __all__ = [
     "AgentError",
     "AgentLimitError",
     "ApprovalRequiredError",
+    "CassetteError",
     "ChildPipelineError",
     "CliHelpRequested",
     "CliLoadError",
@@ -105,6 +110,7 @@ __all__ = [
     "PipelineCancelledError",
     "PipelineDefinitionError",
     "PipelineExecutionError",
+    "ReplayDivergedError",
     "RunCancelledError",
     "SchemaDefinitionError",
     "SchemaIssues",
@@ -342,17 +348,25 @@ class AgentLimitError(AgentError):
     """An agent limit was exhausted; the numbers are attributes too.
 
     `scope` is the run id of the agent whose budget refused (in a tree of subagents, an
-    ancestor's budget may refuse a descendant's batch).
+    ancestor's budget may refuse a descendant's batch). For a usage limit (`max_cost`,
+    `max_*_tokens`) `consumed` counts what is spent and reserved so far, and the numbers
+    of `max_cost` may be floats.
     """
 
     limit: str
-    bound: int
-    consumed: int
-    requested: int
+    bound: int | float
+    consumed: int | float
+    requested: int | float
     scope: str
 
     def __init__(
-        self, limit: str, *, bound: int, consumed: int, requested: int, scope: str
+        self,
+        limit: str,
+        *,
+        bound: int | float,
+        consumed: int | float,
+        requested: int | float,
+        scope: str,
     ) -> None:
         self.limit = limit
         self.bound = bound
@@ -441,6 +455,47 @@ def pending_approvals_of(error: BaseException | None) -> tuple[PendingApproval, 
             below = error.result.first_exception()
         error = below
     return ()
+
+
+class CassetteError(TubelessError):
+    """A cassette cannot be used: missing in replay mode, unreadable, malformed, or a run
+    whose decisions or outcomes are not JSON data.
+
+    Code `TUBELESS_CASSETTE_INVALID` unless a subclass says otherwise.
+    """
+
+    def __init__(self, message: str, *, code: str = "TUBELESS_CASSETTE_INVALID") -> None:
+        super().__init__(message, code=code)
+
+
+class ReplayDivergedError(CassetteError):
+    """A replayed run did something its cassette did not record.
+
+    Code `TUBELESS_REPLAY_DIVERGED`. `agent_path` is the agent's path from the root
+    (`<root id>`, then `<parent path>/<turn>/<call id>` for a subagent), `turn` and
+    `call_id` say where (`None` when not about one turn or call), `difference` what differed.
+    """
+
+    agent_path: str
+    turn: int | None
+    call_id: str | None
+    difference: str
+
+    def __init__(
+        self, agent_path: str, turn: int | None, call_id: str | None, difference: str
+    ) -> None:
+        self.agent_path = agent_path
+        self.turn = turn
+        self.call_id = call_id
+        self.difference = difference
+        where = f"agent {_quote(agent_path, 300)}"
+        if turn is not None:
+            where += f", turn {turn}"
+        if call_id is not None:
+            where += f", call {_quote(call_id)}"
+        super().__init__(
+            f"Replay diverged at {where}: {difference}"[:4096], code="TUBELESS_REPLAY_DIVERGED"
+        )
 
 
 class CliHelpRequested(TubelessError):  # noqa: N818 - the TypeScript tubeless's name

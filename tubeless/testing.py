@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from tubeless import agent, errors, trace
 from tubeless._quote import quote as _quote
 
 _TraceRecord = trace.TraceRecord
 
+Cassette = agent.Cassette
+CassetteDocument = agent.CassetteDocument
+
 __all__ = [
+    "Cassette",
+    "CassetteDocument",
     "FakeClock",
     "MemoryCheckpointStore",
     "MemoryTraceSink",
     "RecordingLogger",
     "ScriptedDecide",
+    "assert_trajectory",
     "scripted_decide",
 ]
 
@@ -268,3 +275,119 @@ class ScriptedDecide:
 def scripted_decide(decisions: Sequence[ScriptEntry]) -> ScriptedDecide:
     """Build a `decide` that returns `decisions[turn - 1]` (or calls it with state, context)."""
     return ScriptedDecide(decisions)
+
+
+TrajectoryMatch = Literal["exact", "in_order", "any_order"]
+ExpectedCall = str | tuple[str, Any]
+
+
+def assert_trajectory(
+    run: agent.Cassette | agent.CassetteDocument,
+    expected: Sequence[ExpectedCall],
+    *,
+    match: TrajectoryMatch = "exact",
+    args: bool = True,
+) -> None:
+    """Check the tool calls a run made, from its cassette's records.
+
+    The run's calls are read in decision order, depth first: a subagent's calls follow the
+    call that started it. Inputs are the raw inputs the model gave, before the tools'
+    schemas.
+
+    Args:
+        run: the `Cassette` the run recorded or replayed (its last run), or a document.
+        expected: `(tool, input)` pairs, or tool names alone (then only the name counts).
+        match: `"exact"` the same sequence; `"in_order"` the expected calls in this order,
+            others may come between; `"any_order"` each expected call somewhere.
+        args: compare inputs too (`False`: names only).
+
+    Raises:
+        AssertionError: the calls do not match; the message shows both sequences.
+        ValueError: `match` is not one of the three, or the cassette has not seen a run.
+    """
+    if match not in ("exact", "in_order", "any_order"):
+        raise ValueError(f"match must be exact, in_order or any_order, got {_quote(match)}")
+    document = run.document if isinstance(run, agent.Cassette) else run
+    if document is None:
+        raise ValueError("The cassette has not seen a completed run yet")
+    actual = _calls_of(document)
+    wanted = [_expected_call(item, args) for item in expected]
+    if _matches(actual, wanted, match):
+        return
+    raise AssertionError(
+        f"Trajectory does not match ({match}, args={args}).\n"
+        f"Expected:\n{_listing(wanted)}\nActual:\n{_listing(actual)}"
+    )
+
+
+def _calls_of(document: agent.CassetteDocument) -> list[tuple[str, Any]]:
+    turns = {recorded.path: recorded.turns for recorded in document.agents}
+    children = {
+        f"{path}/{turn.turn}/{call['id']}"
+        for path, recorded in turns.items()
+        for turn in recorded
+        for call in turn.decision.get("calls", ())
+    }
+    calls: list[tuple[str, Any]] = []
+
+    def walk(path: str) -> None:
+        for turn in turns[path]:
+            for call in turn.decision.get("calls", ()):
+                calls.append((call["tool"], call["input"]))
+                child = f"{path}/{turn.turn}/{call['id']}"
+                if child in turns:
+                    walk(child)
+
+    for path in turns:
+        if path not in children:
+            walk(path)
+    return calls
+
+
+_ANY_INPUT = object()
+
+
+def _expected_call(item: ExpectedCall, args: bool) -> tuple[str, Any]:
+    if isinstance(item, str):
+        return item, _ANY_INPUT
+    if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], str):
+        raise ValueError(f"An expected call is a tool name or (tool, input), got {_quote(item)}")
+    return item[0], item[1] if args else _ANY_INPUT
+
+
+def _same(actual: tuple[str, Any], wanted: tuple[str, Any]) -> bool:
+    if actual[0] != wanted[0]:
+        return False
+    return wanted[1] is _ANY_INPUT or _canonical(actual[1]) == _canonical(wanted[1])
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
+
+
+def _matches(
+    actual: list[tuple[str, Any]], wanted: list[tuple[str, Any]], match: TrajectoryMatch
+) -> bool:
+    if match == "exact":
+        return len(actual) == len(wanted) and all(map(_same, actual, wanted))
+    if match == "in_order":
+        remaining = iter(actual)
+        return all(any(_same(call, item) for call in remaining) for item in wanted)
+    left = list(actual)
+    # Calls with inputs claim their match first, so a bare name cannot take it from them.
+    for item in sorted(wanted, key=lambda item: item[1] is _ANY_INPUT):
+        found = next((call for call in left if _same(call, item)), None)
+        if found is None:
+            return False
+        left.remove(found)
+    return True
+
+
+def _listing(calls: list[tuple[str, Any]]) -> str:
+    if not calls:
+        return "  (no calls)"
+    lines = []
+    for position, (tool, value) in enumerate(calls, 1):
+        shown = "" if value is _ANY_INPUT else f" {_quote(_canonical(value), 200)}"
+        lines.append(f"  {position}. {tool}{shown}")
+    return "\n".join(lines)

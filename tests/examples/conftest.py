@@ -96,6 +96,8 @@ class RecordedRequest:
     """Header names in lower case."""
     body: Any
     """The decoded JSON body (`None` when it was not JSON)."""
+    size: int = 0
+    """The body's length in bytes."""
 
 
 Reply = Callable[[BaseHTTPRequestHandler, RecordedRequest], None]
@@ -123,6 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
             path=self.path,
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
+            size=len(raw),
         )
         reply = self.server.fake.take(request)
         # OSError: the client cut the connection (cancellation or deadline).
@@ -171,6 +174,8 @@ class FakeResponsesApi:
         self._lock = threading.Lock()
         self._replies: collections.deque[Reply] = collections.deque()
         self._requests: list[RecordedRequest] = []
+        self.usages: list[dict[str, int]] = []
+        """The `usage` of every `respond` reply sent, in order."""
         self.default: Reply | None = None
         self.stalled = threading.Event()
         """Set when a stalling reply has started to stall."""
@@ -221,8 +226,24 @@ class FakeResponsesApi:
         _send(handler, status, json.dumps(body).encode(), "application/json")
 
     def respond(self, *output: Any) -> None:
-        """Queue a completed Responses API body with these output items."""
-        self.reply_json({"status": "completed", "output": list(output)})
+        """Queue a completed Responses API body with these output items and a `usage`.
+
+        The usage is made up from the exchange, a token per 4 bytes as a rough tokenizer
+        would count: the request body's size in, the output items' JSON out.
+        """
+
+        def reply(handler: BaseHTTPRequestHandler, request: RecordedRequest) -> None:
+            usage = {
+                "input_tokens": request.size // 4,
+                "output_tokens": max(1, len(json.dumps(list(output))) // 4),
+            }
+            usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+            with self._lock:
+                self.usages.append(usage)
+            body = {"status": "completed", "output": list(output), "usage": usage}
+            self.send_json(handler, body)
+
+        self.reply(reply)
 
     def reply_json(self, body: Any, status: int = 200) -> None:
         """Queue a JSON response."""

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tubeless import define_agent
+from tubeless.errors import AgentLimitError
 from tubeless.testing import MemoryTraceSink
 
 pytestmark = pytest.mark.slow
@@ -513,3 +516,69 @@ def test_planning_and_drawing_need_no_requests_package(tmp_path: Any) -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert completed.stdout.splitlines() == ["True flowchart TD", "failed True"]
+
+
+def test_usage_is_reserved_before_each_request_and_settled_from_its_response(
+    openai_example: ModuleType, responses_api: Any
+) -> None:
+    """`run.usage` and each decide attempt hold exactly the usage the server reported."""
+    responses_api.respond(call("uppercase", {"input": "red"}, "red"))
+    responses_api.respond(call("_finish", {"result": "RED"}))
+
+    run, records = traced_run(openai_example, {"question": "Uppercase red."})
+
+    assert run.status == "completed", run.errors
+    reported = responses_api.usages
+    assert len(reported) == 2
+    assert run.usage.input_tokens == sum(usage["input_tokens"] for usage in reported)
+    assert run.usage.output_tokens == sum(usage["output_tokens"] for usage in reported)
+    assert run.to_dict()["usage"]["totalTokens"] == sum(u["total_tokens"] for u in reported)
+    attempts = [
+        record["payload"]["attributes"]
+        for record in records
+        if record["name"] == "step.attempted" and record.get("stepId") == "decide"
+    ]
+    assert [a["agent.usage.inputTokens"] for a in attempts] == [
+        usage["input_tokens"] for usage in reported
+    ]
+    assert [r.size // 4 for r in responses_api.requests] == [u["input_tokens"] for u in reported]
+
+
+def test_a_reservation_over_the_token_limit_sends_no_request(
+    openai_example: ModuleType, responses_api: Any
+) -> None:
+    """Bounds that do not fit `max_output_tokens` fail the turn before the request is sent."""
+    module = sys.modules["agent_openai_decision"]
+    tight = define_agent(
+        id="openai-tight",
+        input_schema=openai_example.question_options,
+        result_schema=openai_example.text_answer,
+        tools=openai_example.text_tools,
+        initial_state=openai_example.start,
+        decide=module.openai_decision,
+        limits={"max_output_tokens": module.MAX_OUTPUT_TOKENS - 1},
+    )
+
+    run = tight.run({"question": "Uppercase red."})
+
+    assert run.status == "failed"
+    error = run.first_exception()
+    while error is not None and not isinstance(error, AgentLimitError):
+        error = error.__cause__
+    assert isinstance(error, AgentLimitError) and error.limit == "max_output_tokens"
+    assert responses_api.requests == []
+    assert run.usage.total_tokens == 0
+
+
+def test_a_response_without_usage_keeps_the_reservation_charged(
+    openai_example: ModuleType, responses_api: Any
+) -> None:
+    """Without a `usage` in the answer, the request's bounds stay charged in full."""
+    responses_api.reply_json(completed(call("_finish", {"result": "done"})))
+
+    run, _ = traced_run(openai_example, {"question": "Just finish."})
+
+    assert run.status == "completed", run.errors
+    (request,) = responses_api.requests
+    assert run.usage.input_tokens == request.size
+    assert run.usage.output_tokens == 2048

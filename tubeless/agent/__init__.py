@@ -1,4 +1,4 @@
-"""The agent harness: tools, limits and a bounded decide -> calls -> reduce loop."""
+"""The agent harness: tools, limits, usage budgets and a bounded decide -> calls -> reduce loop."""
 
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._types import (
@@ -9,6 +9,7 @@ from tubeless._types import (
     ToolDryRun,
     ToolHandler,
 )
+from tubeless._usage import Usage
 from tubeless.agent._agent import define_agent
 from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._approvals import (
@@ -18,6 +19,8 @@ from tubeless.agent._approvals import (
     edit,
     reject,
 )
+from tubeless.agent._cassette import Cassette, CassetteMode, CassetteTools
+from tubeless.agent._cassette_document import CassetteDocument, RecordedAgent, RecordedTurn
 from tubeless.agent._checkpoint_store import (
     CheckpointLease,
     CheckpointStore,
@@ -31,6 +34,7 @@ from tubeless.agent._pipeline_tool import pipeline_tool
 from tubeless.agent._remote import RemoteSignal, RemoteToolContext
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import AgentTool, define_tool
+from tubeless.agent._usage_ledger import UsageReservation
 from tubeless.errors import ApprovalRequiredError, PendingApproval, ToolError
 
 __all__ = [
@@ -39,6 +43,10 @@ __all__ = [
     "AgentTool",
     "Approval",
     "ApprovalRequiredError",
+    "Cassette",
+    "CassetteDocument",
+    "CassetteMode",
+    "CassetteTools",
     "CheckpointLease",
     "CheckpointStore",
     "ContinueDecision",
@@ -49,6 +57,8 @@ __all__ = [
     "FinishDecision",
     "InitialStateCallback",
     "PendingApproval",
+    "RecordedAgent",
+    "RecordedTurn",
     "ReduceCallback",
     "RemoteSignal",
     "RemoteToolContext",
@@ -58,6 +68,8 @@ __all__ = [
     "ToolDryRun",
     "ToolError",
     "ToolHandler",
+    "Usage",
+    "UsageReservation",
     "approve",
     "checkpoint_pending_approvals",
     "define_agent",

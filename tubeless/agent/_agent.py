@@ -10,9 +10,11 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
+from tubeless._usage import Usage
 from tubeless.agent._approvals import check_against, check_approvals, document_pending
-from tubeless.agent._budget import Budget
+from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
+from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import (
     AGENT_DEFINITIONS,
     APPROVAL_AGENTS,
@@ -58,8 +60,10 @@ from tubeless.pipeline import (
 from tubeless.pipeline.lowlevel import (
     IterationRunner,
     approvals_of,
+    cassette_of,
     execution_key_of,
     is_cancellation,
+    meter_usage,
     observed,
     raise_if_cancelled,
 )
@@ -244,10 +248,19 @@ class AgentStep:
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         raise_if_cancelled(context.signal)
+        cassette = cassette_of(context)
+        if cassette is None or context.dry_run:
+            return self._call(inputs, context, None)
+        with cassette.session() as session:
+            return self._call(inputs, context, session)
+
+    def _call(
+        self, inputs: Mapping[str, Any], context: StepContext, session: CassetteSession | None
+    ) -> Any:
         delegation = delegation_of(context)
         owned, journal = self._journal(context, delegation)
         try:
-            return self._invoke(inputs, context, delegation, journal)
+            return self._invoke(inputs, context, delegation, journal, session)
         except Exception as error:
             if journal is not None:
                 # A cancelled execution stays resumable: save progress, never a failure.
@@ -267,7 +280,11 @@ class AgentStep:
                 owned.close()
 
     def _invocation(
-        self, context: StepContext, delegation: Delegation | None, journal: AgentJournal | None
+        self,
+        context: StepContext,
+        delegation: Delegation | None,
+        journal: AgentJournal | None,
+        session: CassetteSession | None,
     ) -> Invocation:
         """The invocation's budget (restored from the journal) and its stable ids."""
         limits = self._runtime.limits
@@ -285,6 +302,7 @@ class AgentStep:
         ids = delegation.ids if delegation is not None else None
         if journal is not None:
             budget.calls, budget.decisions = journal.totals()
+            budget.input_tokens, budget.output_tokens, budget.cost = journal.usage_totals()
             execution_id, agent_path = journal.execution_id, journal.agent_path
         elif ids is not None:
             execution_id, agent_path = ids.id, f"{ids.agent}/{ids.turn}/{ids.call}"
@@ -297,6 +315,7 @@ class AgentStep:
             journal=journal,
             execution_id=execution_id,
             agent_path=agent_path,
+            tape=session.tape(agent_path) if session is not None else None,
         )
 
     def _first(self, context: StepContext, journal: AgentJournal | None) -> Execution | None:
@@ -314,16 +333,24 @@ class AgentStep:
         context: StepContext,
         delegation: Delegation | None,
         journal: AgentJournal | None,
+        session: CassetteSession | None,
     ) -> Any:
         runtime = self._runtime
         if journal is not None:
+            if session is not None:
+                session.refuse_resumed(journal.agent_path, journal.saved_execution() is not None)
+            # A finished or failed execution reports what its journal says it spent.
+            tokens_in, tokens_out, cost = journal.usage_totals()
+            spent = Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost=plain_cost(cost))
+            meter_usage(context, lambda: spent)
             finished, result = journal.saved_result()
             if finished:
                 return result
             failure = journal.saved_failure()
             if failure is not None:
                 raise failure
-        invocation = self._invocation(context, delegation, journal)
+        invocation = self._invocation(context, delegation, journal, session)
+        meter_usage(context, invocation.budget.usage)
         restored = self._first(context, journal)
 
         def first(_inputs: Any, _context: Any) -> Execution:
@@ -443,7 +470,7 @@ def define_agent(
         reduce=reduce,
         dry_run=dry_run,
         durability=durability,
-        replay_pipeline=_replay_pipeline(id) if durability is not None else None,
+        replay_pipeline=_replay_pipeline(id),
     )
     turn = _turn_pipeline(id, runtime)
     factory = create_steps(options_schema)

@@ -8,6 +8,8 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent._journal import ExecutionIds
+from tubeless.agent._usage_ledger import UsageLedger, UsageReservation, check_amounts
+from tubeless.errors import AgentError
 from tubeless.pipeline import StepContext, StepLogger
 
 _EMPTY = FrozenDict()
@@ -119,9 +121,18 @@ class DecisionContext(_StepServices):
         state_version: 0-based; advances after every accepted batch.
         capabilities: tuple of read-only `{name, description, inputJsonSchema}`, by name.
         result_json_schema: the read-only raw-result JSON Schema.
+
+    `reserve_usage` and `report_usage` charge model usage to the agent tree's budgets.
     """
 
-    __slots__ = ("capabilities", "options", "result_json_schema", "state_version", "turn")
+    __slots__ = (
+        "_ledger",
+        "capabilities",
+        "options",
+        "result_json_schema",
+        "state_version",
+        "turn",
+    )
 
     def __init__(
         self,
@@ -132,6 +143,7 @@ class DecisionContext(_StepServices):
         state_version: int,
         capabilities: tuple[FrozenDict, ...],
         result_json_schema: FrozenDict,
+        ledger: UsageLedger | None = None,
     ) -> None:
         super().__init__(step)
         self.options = options
@@ -139,3 +151,46 @@ class DecisionContext(_StepServices):
         self.state_version = state_version
         self.capabilities = capabilities
         self.result_json_schema = result_json_schema
+        self._ledger = ledger
+
+    def _open_ledger(self, where: str) -> UsageLedger:
+        if self._ledger is None:
+            raise AgentError(
+                f"{where} is only possible in an agent's decide",
+                code="TUBELESS_AGENT_INVALID_USAGE",
+            )
+        return self._ledger
+
+    def reserve_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0
+    ) -> UsageReservation:
+        """Reserve usage for one model request, before sending it.
+
+        The amounts (upper bounds: a prompt's size, the request's `max_output_tokens`) are
+        charged to this agent's budget and every ancestor's at once, or to none. Settle the
+        returned reservation with the actual usage; one not settled when `decide` returns
+        stays charged at its reserved amounts.
+
+        Raises:
+            AgentLimitError: the reservation does not fit `max_input_tokens`,
+                `max_output_tokens`, `max_total_tokens` or `max_cost` of some budget of the
+                tree (`scope` names it); nothing was charged, so do not send the request.
+            AgentError: `TUBELESS_AGENT_INVALID_USAGE` for a negative or non-numeric amount,
+                or when `decide` already returned.
+        """
+        ledger = self._open_ledger("reserve_usage")
+        return ledger.reserve(check_amounts("reserve_usage", input_tokens, output_tokens, cost))
+
+    def report_usage(
+        self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0
+    ) -> None:
+        """Charge usage after the fact, for adapters that cannot estimate it beforehand.
+
+        Raises:
+            AgentLimitError: the usage broke a limit; it is charged all the same and the turn
+                fails before any tool runs.
+            AgentError: `TUBELESS_AGENT_INVALID_USAGE` for a negative or non-numeric amount,
+                or when `decide` already returned.
+        """
+        ledger = self._open_ledger("report_usage")
+        ledger.report(check_amounts("report_usage", input_tokens, output_tokens, cost))

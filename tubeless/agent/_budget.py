@@ -6,13 +6,19 @@ chain and applied to all of them under the tree's one lock, so sibling subagents
 threads can never overspend a shared ancestor. Jobs (a `decide` callback, a leaf handler)
 take one permit from every budget in their chain together; a call that only waits for its
 subagent holds none, so nesting works with `max_concurrency=1` at every level.
+
+Usage (tokens and cost) is charged the same way: a reservation fits every budget in the
+chain or is refused before anything is sent; a settlement above its reservation is charged
+all the same (it was spent), and its refusal is returned for the turn to fail with.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
+from decimal import Decimal
 
+from tubeless._usage import Usage
 from tubeless.agent._limits import AgentLimits
 from tubeless.errors import AgentLimitError
 from tubeless.pipeline.lowlevel import raise_if_cancelled
@@ -117,9 +123,12 @@ class Budget:
         "active",
         "calls",
         "chain",
+        "cost",
         "decisions",
+        "input_tokens",
         "level",
         "limits",
+        "output_tokens",
         "run_id",
         "sole",
         "tree",
@@ -147,6 +156,12 @@ class Budget:
         self.calls = 0
         self.decisions = 0
         self.active = 0
+        self.input_tokens = 0
+        """Input tokens spent and reserved in this invocation's subtree."""
+        self.output_tokens = 0
+        """Output tokens spent and reserved in this invocation's subtree."""
+        self.cost = Decimal(0)
+        """Cost spent and reserved, exact in decimal (so ten reservations of 0.1 fit 1.0)."""
 
     def admit_decision(self) -> None:
         """Charge one decision to every budget in the chain, or to none.
@@ -173,6 +188,51 @@ class Budget:
                     raise _limit(budget, "max_calls", budget.calls, count)
             for budget in self.chain:
                 budget.calls += count
+
+    def reserve_usage(self, input_tokens: int, output_tokens: int, cost: Decimal) -> None:
+        """Charge usage to every budget in the chain, or to none.
+
+        Raises:
+            AgentLimitError: a usage limit, naming the nearest budget that refused.
+        """
+        with self.tree.lock:
+            for budget in reversed(self.chain):
+                refusal = _usage_refusal(budget, input_tokens, output_tokens, cost)
+                if refusal is not None:
+                    raise refusal
+            for budget in self.chain:
+                budget.input_tokens += input_tokens
+                budget.output_tokens += output_tokens
+                budget.cost += cost
+
+    def adjust_usage(
+        self, input_tokens: int, output_tokens: int, cost: Decimal
+    ) -> AgentLimitError | None:
+        """Add usage (negative: a refund) to every budget in the chain, even past a limit.
+
+        Returns:
+            The limit error of the nearest budget an increase took past a limit, if any.
+        """
+        with self.tree.lock:
+            refusal = None
+            for budget in reversed(self.chain):
+                refusal = refusal or _usage_refusal(
+                    budget, max(input_tokens, 0), max(output_tokens, 0), max(cost, Decimal(0))
+                )
+            for budget in self.chain:
+                budget.input_tokens += input_tokens
+                budget.output_tokens += output_tokens
+                budget.cost += cost
+            return refusal
+
+    def usage(self) -> Usage:
+        """What the subtree spent (and holds reserved), as a `Usage`."""
+        with self.tree.lock:
+            return Usage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cost=plain_cost(self.cost),
+            )
 
     def check_delegation(self) -> None:
         """Check that one more level of subagents fits every budget's `max_depth`.
@@ -217,3 +277,38 @@ def _limit(budget: Budget, name: str, consumed: int, requested: int) -> AgentLim
     return AgentLimitError(
         name, bound=bound, consumed=consumed, requested=requested, scope=budget.run_id
     )
+
+
+def plain_cost(cost: Decimal) -> float:
+    """A decimal cost as a plain number: an `int` when it is whole, else a `float`."""
+    whole = cost.to_integral_value()
+    return int(whole) if cost == whole else float(cost)
+
+
+def _usage_refusal(
+    budget: Budget, input_tokens: int, output_tokens: int, cost: Decimal
+) -> AgentLimitError | None:
+    """The error of the first usage limit of `budget` these amounts would break."""
+    limits = budget.limits
+    for name, consumed, requested in (
+        ("max_input_tokens", budget.input_tokens, input_tokens),
+        ("max_output_tokens", budget.output_tokens, output_tokens),
+        (
+            "max_total_tokens",
+            budget.input_tokens + budget.output_tokens,
+            input_tokens + output_tokens,
+        ),
+    ):
+        bound = getattr(limits, name)
+        if bound is not None and requested > 0 and consumed + requested > bound:
+            return _limit(budget, name, consumed, requested)
+    bound = limits.max_cost
+    if bound is not None and cost > 0 and budget.cost + cost > Decimal(repr(bound)):
+        return AgentLimitError(
+            "max_cost",
+            bound=bound,
+            consumed=plain_cost(budget.cost),
+            requested=plain_cost(cost),
+            scope=budget.run_id,
+        )
+    return None

@@ -148,7 +148,7 @@ class _Batch:
         if progress:
             progress.set(call.id, "running")
         try:
-            outcome = self._journaled(index, call)
+            outcome = self._played(index, call)
         except Exception as error:
             with self._lock:
                 self.failure = self.failure or error
@@ -162,6 +162,23 @@ class _Batch:
             # The tool's own code first, as `history` shows it: `UNKNOWN_CITY: no city`.
             label = None if failure is None else f"{failure['code']}: {failure['message']}"
             progress.set(call.id, "completed" if outcome["ok"] else "failed", label)
+
+    def _played(self, index: int, call: PreparedCall) -> FrozenDict:
+        """Run a call (see `_journaled`) and record or check its outcome on the cassette;
+        with `tools="replay"`, take the recorded outcome instead (a subagent still runs,
+        its own decisions replayed)."""
+        tape = self._invocation.tape
+        if tape is None:
+            return self._journaled(index, call)
+        spec = self._runtime.tools[call.tool]
+        if not (isinstance(spec, PipelineToolSpec) and spec.subagent):
+            replayed = tape.replayed_outcome(self._turn, call.id, call.tool)
+            if replayed is not None:
+                self._record(call, replayed, "agent.replayed")
+                return replayed
+        outcome = self._journaled(index, call)
+        tape.settle(self._turn, index, outcome)
+        return outcome
 
     def _journaled(self, index: int, call: PreparedCall) -> FrozenDict:
         """Dispatch a call, or settle it from the journal by the restart table."""

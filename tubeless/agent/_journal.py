@@ -13,6 +13,10 @@ before the agent goes on:
 4. the reduced state (written with the next reservation, before any later work), or a
    terminal failure (never a cancellation: a cancelled execution stays resumable).
 
+Model usage a `decide` reserves is saved before the reservation returns (so a process
+killed during the request keeps it charged); settlements and reports go with the next
+write. A node's `spent.usage` (absent in older checkpoints: nothing spent) holds its own.
+
 Writes from threads that arrive together share one store write (group commit): a writer
 waits only until a write that includes its own change is durable.
 
@@ -29,6 +33,7 @@ import threading
 import typing
 import uuid
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from tubeless._frozen import FrozenDict, freeze_json, thaw
@@ -286,12 +291,50 @@ def _counter(value: object) -> bool:
     return type(value) is int and value >= 0
 
 
+def _usage_ok(holder: Mapping[str, Any]) -> bool:
+    """Whether the optional `usage` of a `spent` or `consumed` holder is well formed."""
+    usage = holder.get("usage")
+    if usage is None:
+        return True
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    return (
+        isinstance(usage, dict)
+        and all(_counter(usage.get(name)) for name in ("inputTokens", "outputTokens"))
+        and isinstance(cost, (int, float))
+        and not isinstance(cost, bool)
+        and 0 <= cost < float("inf")
+    )
+
+
+def _usage_of(holder: Mapping[str, Any] | None) -> tuple[int, int, Decimal]:
+    """The usage in a `spent` or `consumed` holder (none recorded: zero)."""
+    usage = holder.get("usage") if holder else None
+    if not usage:
+        return 0, 0, Decimal(0)
+    return usage["inputTokens"], usage["outputTokens"], Decimal(repr(usage["cost"]))
+
+
+def _add_usage(holder: dict[str, Any], amounts: tuple[int, int, Decimal]) -> None:
+    """Add `amounts` to the usage of a `spent` holder."""
+    if not any(amounts):
+        return
+    now = _usage_of(holder)
+    cost = now[2] + amounts[2]
+    holder["usage"] = {
+        "inputTokens": now[0] + amounts[0],
+        "outputTokens": now[1] + amounts[1],
+        "cost": int(cost) if cost == cost.to_integral_value() else float(cost),
+    }
+
+
 def _check_node(node: Any, where: str) -> None:
     """Check the shape of a saved node and everything below it, before any callback."""
     if not isinstance(node, dict) or not isinstance(node.get("spent"), dict):
         raise _invalid(f"{where} has no budget")
     if not all(_counter(node["spent"].get(name)) for name in ("calls", "decisions")):
         raise _invalid(f"{where} has a malformed budget")
+    if not _usage_ok(node["spent"]):
+        raise _invalid(f"{where} has a malformed usage")
     execution = node.get("execution")
     if execution is not None and not (
         isinstance(execution, dict)
@@ -339,6 +382,7 @@ def _check_entry(entry: Any, where: str) -> None:
     if consumed is not None and not (
         isinstance(consumed, dict)
         and all(_counter(consumed.get(name)) for name in ("calls", "decisions"))
+        and _usage_ok(consumed)
     ):
         raise _invalid(f"{where} has a malformed budget")
     if entry.get("child") is not None:
@@ -356,6 +400,22 @@ def _totals(node: Mapping[str, Any]) -> tuple[int, int]:
     return calls, decisions
 
 
+def _usage_totals(node: Mapping[str, Any]) -> tuple[int, int, Decimal]:
+    """Usage charged to this node's budget: its own and its subtree's."""
+    total = _usage_of(node["spent"])
+    turn = node.get("turn")
+    for entry in turn["calls"] if turn else ():
+        below = _entry_usage(entry)
+        total = (total[0] + below[0], total[1] + below[1], total[2] + below[2])
+    return total
+
+
+def _entry_usage(entry: Mapping[str, Any]) -> tuple[int, int, Decimal]:
+    if entry.get("child") is not None:
+        return _usage_totals(entry["child"])
+    return _usage_of(entry.get("consumed"))
+
+
 def _entry_totals(entry: Mapping[str, Any]) -> tuple[int, int]:
     if entry.get("child") is not None:
         return _totals(entry["child"])
@@ -370,7 +430,7 @@ class NodeIdentity:
     agent: str
     definition_id: str
     options: str
-    limits: Mapping[str, int]
+    limits: Mapping[str, int | float]
     tools: Mapping[str, str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -469,6 +529,14 @@ class AgentJournal:
         """Calls and decisions already charged to this agent's budget."""
         return _totals(self.node)
 
+    def usage_totals(self) -> tuple[int, int, Decimal]:
+        """Input tokens, output tokens and cost already charged to this agent's budget."""
+        return _usage_totals(self.node)
+
+    def add_usage(self, amounts: tuple[int, int, Decimal], *, durable: bool) -> None:
+        """Add usage `decide` charged (negative: a refund); `durable` saves it first."""
+        self.journal.change(lambda: _add_usage(self.node["spent"], amounts), durable=durable)
+
     def saved_result(self) -> tuple[bool, Any]:
         """`(True, result)` when the execution finished."""
         if "result" in self.node:
@@ -506,6 +574,7 @@ class AgentJournal:
                 calls, decisions = _entry_totals(entry)
                 node["spent"]["calls"] += calls
                 node["spent"]["decisions"] += decisions
+                _add_usage(node["spent"], _entry_usage(entry))
             node["turn"] = None
         node["execution"] = dict(execution)
 
@@ -637,6 +706,9 @@ class AgentJournal:
             budget = slot.budget if slot is not None else None
             if budget is not None and entry.get("child") is None:
                 entry["consumed"] = {"calls": budget.calls, "decisions": budget.decisions}
+                _add_usage(
+                    entry["consumed"], (budget.input_tokens, budget.output_tokens, budget.cost)
+                )
 
         self.journal.change(mutate)
 

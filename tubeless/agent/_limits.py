@@ -1,8 +1,9 @@
-"""Agent limits: bounds on turns, calls, decisions, delegation depth and concurrency."""
+"""Agent limits: bounds on turns, calls, decisions, delegation depth, concurrency and usage."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,9 +17,11 @@ MAX_SAFE_INTEGER = 2**53 - 1
 class AgentLimits:
     """Hard limits of one agent invocation and of the subagents it delegates to.
 
-    `max_calls`, `max_decisions`, `max_depth` and `max_concurrency` bound the whole subtree
-    below the invocation: a subagent's own limits can only tighten them. `max_turns` is
-    local to each agent.
+    `max_calls`, `max_decisions`, `max_depth`, `max_concurrency` and the usage limits
+    (`max_input_tokens`, `max_output_tokens`, `max_total_tokens`, `max_cost`) bound the
+    whole subtree below the invocation: a subagent's own limits can only tighten them.
+    `max_turns` is local to each agent. A usage limit left at `None` does not bound
+    anything (and stays out of `to_dict()`, so definitions without one keep their identity).
     """
 
     max_turns: int = 20
@@ -31,22 +34,66 @@ class AgentLimits:
     """Levels of subagents below this invocation; 0 rejects every pipeline tool call."""
     max_concurrency: int = 1
     """Jobs (decisions and tool handlers) running at once in this invocation's subtree."""
+    max_input_tokens: int | None = None
+    """Input tokens reserved or reported by `decide` in the subtree (`None`: unbounded)."""
+    max_output_tokens: int | None = None
+    """Output tokens reserved or reported by `decide` in the subtree (`None`: unbounded)."""
+    max_total_tokens: int | None = None
+    """Input plus output tokens in the subtree (`None`: unbounded)."""
+    max_cost: float | None = None
+    """Cost in the subtree, in the application's own unit (`None`: unbounded)."""
 
-    def to_dict(self) -> dict[str, int]:
-        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`."""
-        return {
+    def to_dict(self) -> dict[str, int | float]:
+        """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`,
+        plus `maxInputTokens`, `maxOutputTokens`, `maxTotalTokens` and `maxCost` when set."""
+        out: dict[str, int | float] = {
             "maxTurns": self.max_turns,
             "maxCalls": self.max_calls,
             "maxDecisions": self.max_decisions,
             "maxDepth": self.max_depth,
             "maxConcurrency": self.max_concurrency,
         }
+        for key, value in (
+            ("maxInputTokens", self.max_input_tokens),
+            ("maxOutputTokens", self.max_output_tokens),
+            ("maxTotalTokens", self.max_total_tokens),
+            ("maxCost", self.max_cost),
+        ):
+            if value is not None:
+                out[key] = value
+        return out
 
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(AgentLimits))
 
 
-def _check(name: str, value: object) -> int:
+USAGE_LIMITS = ("max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost")
+"""The optional limits on usage, in the order `Usage` names its figures."""
+
+
+def is_amount(value: object, *, integer: bool) -> bool:
+    """Whether `value` is a usage amount: a nonnegative safe integer, or (not `integer`) a
+    finite nonnegative number; `bool` is neither."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value <= MAX_SAFE_INTEGER
+    return not integer and isinstance(value, float) and math.isfinite(value) and value >= 0
+
+
+def _check_usage(name: str, value: object) -> Any:
+    if value is None:
+        return None
+    integer = name != "max_cost"
+    if not is_amount(value, integer=integer):
+        kind = "nonnegative safe integer" if integer else "finite nonnegative number"
+        raise AgentDefinitionError(f"Agent {name} must be a {kind} or None, got {quote(value)}")
+    return value
+
+
+def _check(name: str, value: object) -> Any:
+    if name in USAGE_LIMITS:
+        return _check_usage(name, value)
     minimum = 0 if name in ("max_calls", "max_depth") else 1
     safe = (
         isinstance(value, int)
@@ -58,7 +105,7 @@ def _check(name: str, value: object) -> int:
         raise AgentDefinitionError(
             f"Agent {name} must be a {adjective} safe integer, got {quote(value)}"
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimits:
@@ -66,7 +113,9 @@ def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimit
 
     Raises:
         AgentDefinitionError: for an unknown key ("Unsupported agent limit: <key>") or a
-            value that is not a safe integer of at least its minimum.
+            value that is not a safe integer of at least its minimum (a usage limit: not
+            `None` nor a nonnegative safe integer, or for `max_cost` a finite nonnegative
+            number).
     """
     if limits is None:
         return AgentLimits()

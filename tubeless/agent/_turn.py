@@ -18,12 +18,19 @@ from tubeless.agent._approvals import (
     waiting,
 )
 from tubeless.agent._budget import Budget
-from tubeless.agent._decisions import AgentCall, ContinueDecision, parse_decision
+from tubeless.agent._cassette import Tape
+from tubeless.agent._decisions import (
+    AgentCall,
+    ContinueDecision,
+    FinishDecision,
+    parse_decision,
+)
 from tubeless.agent._delegate import PipelineToolSpec, check_child_plan, prepare_child_options
 from tubeless.agent._journal import AgentJournal, Durability
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._state import own_state, plain_data_problem
 from tubeless.agent._tools import _ToolSpec
+from tubeless.agent._usage_ledger import UsageLedger
 from tubeless.errors import AgentError, AgentLimitError, ApprovalRequiredError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunControls, StepContext
 from tubeless.pipeline.lowlevel import LazyPool, observed, raise_if_cancelled
@@ -50,7 +57,7 @@ class AgentRuntime:
     dry_run: Callable[[Any, DecisionContext], Any] | None
     durability: Durability | None = None
     replay_pipeline: Pipeline | None = None
-    """Records a reused or interrupted call in traces (run only when observed)."""
+    """Records a reused, replayed or interrupted call in traces (run only when observed)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,6 +91,7 @@ class Invocation:
         "execution_id",
         "journal",
         "options",
+        "tape",
     )
 
     def __init__(
@@ -95,6 +103,7 @@ class Invocation:
         journal: AgentJournal | None = None,
         execution_id: str,
         agent_path: str,
+        tape: Tape | None = None,
     ) -> None:
         self.agent_run_id = agent_run_id
         self.options = options
@@ -103,6 +112,8 @@ class Invocation:
         """The agent's node in the durable journal (`None` when not durable)."""
         self.execution_id = execution_id
         self.agent_path = agent_path
+        self.tape = tape
+        """The agent's view of the run's cassette (`None` without one, or in a dry run)."""
         self._pool: LazyPool | None = None
         self._lock = threading.Lock()
 
@@ -177,6 +188,7 @@ class DecideStep:
             if journal is not None:
                 journal.reserve(execution.turn, execution.to_dict())
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
+        ledger = UsageLedger(invocation.budget, journal)
         view = DecisionContext(
             context,
             options=invocation.options,
@@ -184,36 +196,36 @@ class DecideStep:
             state_version=execution.state_version,
             capabilities=runtime.capabilities,
             result_json_schema=runtime.result_json_schema,
+            ledger=ledger,
         )
-        with invocation.budget.permit(signal):
-            raise_if_cancelled(signal)
-            raw = callback(execution.state, view)
-        decision = parse_decision(raw)
-        raise_if_cancelled(signal)
+        decision = self._ask(callback, execution, view, ledger, invocation, context)
         batch = decision.calls if isinstance(decision, ContinueDecision) else ()
         if observed(context):
-            context.report_attempt(
-                1,
-                {
-                    "agent.runId": invocation.agent_run_id,
-                    "agent.turn": execution.turn,
-                    "agent.stateVersion": execution.state_version,
-                    "agent.callsAdmitted": execution.calls,
-                    "agent.decision": "continue" if batch else "finish",
-                    "agent.callCount": len(batch),
-                },
-            )
+            attributes = {
+                "agent.runId": invocation.agent_run_id,
+                "agent.turn": execution.turn,
+                "agent.stateVersion": execution.state_version,
+                "agent.callsAdmitted": execution.calls,
+                "agent.decision": "continue" if batch else "finish",
+                "agent.callCount": len(batch),
+            }
+            if ledger.used:
+                attributes.update(ledger.attributes())
+            context.report_attempt(1, attributes)
         if not isinstance(decision, ContinueDecision):
             _require_plain(decision.result, "Agent finish result")
             result = validate_boundary(
                 runtime.result_schema, decision.result, "Agent finish result"
             )
             raise_if_cancelled(signal)
+            _record(invocation, execution.turn, {"kind": "finish", "result": decision.result})
             if journal is not None:
                 journal.finished(result)
             return PreparedFinish(result)
         self._admit(execution, invocation, len(batch))
         prepared = self._prepare(decision, context, invocation.budget)
+        calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
+        _record(invocation, execution.turn, {"kind": "continue", "calls": calls})
         if journal is not None:
             waits = self._waiting(prepared, view, invocation.agent_run_id)
             # The calls step starts this many at once (see `run_lazily`); none when a call
@@ -227,6 +239,42 @@ class DecideStep:
             if waits:
                 raise ApprovalRequiredError(journal.pending_approvals())
         return PreparedBatch(prepared)
+
+    def _ask(
+        self,
+        callback: Callable[[Any, DecisionContext], Any],
+        execution: Execution,
+        view: DecisionContext,
+        ledger: UsageLedger,
+        invocation: Invocation,
+        context: StepContext,
+    ) -> ContinueDecision | FinishDecision:
+        """Run the callback and parse its decision; a settlement over a limit fails it.
+
+        A decision that fails after usage was charged still records that usage on the
+        attempt, so traces and `history` count what was spent.
+        """
+        signal = view.signal
+        try:
+            raw = _raw_decision(callback, execution, invocation, view)
+            breach = ledger.close()
+            if breach is not None:
+                raise breach
+            decision = parse_decision(raw)
+            raise_if_cancelled(signal)
+            return decision
+        except BaseException:
+            ledger.close()
+            if ledger.used and observed(context):
+                context.report_attempt(
+                    1,
+                    {
+                        "agent.runId": invocation.agent_run_id,
+                        "agent.turn": execution.turn,
+                        **ledger.attributes(),
+                    },
+                )
+            raise
 
     def _waiting(
         self, prepared: tuple[PreparedCall, ...], view: DecisionContext, run_id: str
@@ -386,6 +434,28 @@ class DecideStep:
         plan = self._runtime.tool_pipelines[call.tool].plan(controls)
         check_child_plan(call.tool, plan)
         return PreparedCall(call.id, call.tool, options, plan, child_plan)
+
+
+def _raw_decision(
+    callback: Callable[[Any, DecisionContext], Any],
+    execution: Execution,
+    invocation: Invocation,
+    view: DecisionContext,
+) -> Any:
+    """The turn's raw decision: from the cassette when replaying, else from `callback`."""
+    tape = invocation.tape
+    if tape is not None and tape.replaying:
+        return tape.decision(execution.turn)
+    signal = view.signal
+    with invocation.budget.permit(signal):
+        raise_if_cancelled(signal)
+        return callback(execution.state, view)
+
+
+def _record(invocation: Invocation, turn: int, decision: Mapping[str, Any]) -> None:
+    """Keep a validated decision on the cassette, when one records the run."""
+    if invocation.tape is not None:
+        invocation.tape.record_decision(turn, decision)
 
 
 def _require_plain(value: Any, label: str) -> None:

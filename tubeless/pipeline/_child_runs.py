@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tubeless._diagnostics import is_waiting
 from tubeless._types import Hook
+from tubeless._usage import Usage
 from tubeless.errors import (
     IterationError,
     PipelineExecutionError,
@@ -124,6 +125,19 @@ def approvals_of(context: ExecutionContext) -> Mapping[str, Any] | None:
     """The approval decisions given in the context of the run behind `context` (root runs
     only: child runs never inherit them)."""
     return scope_of(context).approvals
+
+
+def cassette_of(context: ExecutionContext) -> Any:
+    """The cassette given in the root run's context (child runs share it), or `None`."""
+    return scope_of(context).cassette
+
+
+def meter_usage(context: ExecutionContext, read: Callable[[], Usage]) -> None:
+    """Have the report of the run behind `context` carry `read()` as its `usage`.
+
+    `read` is called once, when the run's report is made (after every step settled).
+    """
+    scope_of(context).usage_meter = read
 
 
 def item_key_of(context: ExecutionContext) -> str | None:

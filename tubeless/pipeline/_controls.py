@@ -144,6 +144,9 @@ class RunContext:
     approvals: Mapping[str, Any] | None = None
     """Decisions for the calls a durable agent stopped for (root runs only): call id ->
     `tubeless.approve()`, `tubeless.reject(message)` or `tubeless.edit(new_input)`."""
+    cassette: Any = None
+    """A `tubeless.testing.Cassette`: record the run's agent decisions and tool outcomes,
+    or replay them without calling `decide` (child runs share it)."""
 
 
 _CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
@@ -179,6 +182,8 @@ def _check_context(context: RunContext) -> None:
             raise TypeError(f"context {field} must be a non-blank string")
     if context.approvals is not None and not isinstance(context.approvals, Mapping):
         raise TypeError("context approvals must be a mapping of call id to decision")
+    if context.cassette is not None and not callable(getattr(context.cassette, "session", None)):
+        raise TypeError("context cassette must be a tubeless.testing.Cassette")
     if context.tracing is not None and not callable(getattr(context.tracing, "export", None)):
         raise TypeError("context tracing must be a trace sink with export(record)")
     for field in ("now", "sleep"):

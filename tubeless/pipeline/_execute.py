@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._types import Hook
+from tubeless._usage import NO_USAGE
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._classify import finalization_error, to_diagnostic
 from tubeless.pipeline._controls import RunContext, RunControls
@@ -84,6 +85,7 @@ def _scope_for_root(
         channel=channel,
         execution_key=context.execution_key,
         approvals=context.approvals,
+        cassette=context.cassette,
     ), hooks
 
 
@@ -109,6 +111,7 @@ def _scope_for_child(
         cwd=parent.cwd,
         dry_run=dry_run,
         channel=parent.channel,
+        cassette=parent.cassette,
     )
 
 
@@ -503,6 +506,7 @@ class _Run:
             finalized=done,
             value=value if done else None,
             exceptions=tuple(self._exceptions),
+            usage=NO_USAGE if scope.usage_meter is None else scope.usage_meter(),
         )
         if scope.observer is not None:
             self._emit_completed(scope.observer, errors, done, result.finished_at_ms)

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from tubeless._usage import Usage
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
 from tubeless.pipeline._observe import RunObserver, TraceChannel
@@ -80,6 +81,9 @@ class RunScope:
     options: Any = None
     execution_key: str | None = None
     approvals: Mapping[str, Any] | None = None
+    cassette: Any = None
+    usage_meter: Callable[[], Usage] | None = None
+    """Reads the usage the run's report carries (set by a layer above, see `meter_usage`)."""
     _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
 
     def next_attempt_id(self) -> str:

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from tubeless._usage import NO_USAGE, Usage
 from tubeless.errors import Diagnostic, PendingApproval, pending_approvals_of
 
 if TYPE_CHECKING:
@@ -156,6 +157,9 @@ class PipelineRun:
         default=(), repr=False, compare=False
     )
     """The exception behind each error, where there was one (parallel to `errors`)."""
+    usage: Usage = NO_USAGE
+    """Tokens and cost the run's tree consumed (an agent's usage budgets meter them, on
+    failed and cancelled runs too); zero for a run that meters none."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form; `value` is present exactly when the run finalized."""
@@ -181,6 +185,8 @@ class PipelineRun:
         )
         if self.finalized:
             out["value"] = self.value
+        if self.usage:
+            out["usage"] = self.usage.to_dict()
         return out
 
     def causal_errors(self) -> tuple[Diagnostic, ...]:

@@ -17,7 +17,10 @@ What it promises, for as long as a name is listed here:
   that completes: an unobserved lone-step child then returns `ChildValue(value)` instead
   of a report built only to be discarded.
   `execution_key_of(context)` is the durable execution key given in the root run's context,
-  `approvals_of(context)` the approval decisions given there.
+  `approvals_of(context)` the approval decisions given there, `cassette_of(context)` the
+  cassette given there (child runs share it).
+  `meter_usage(context, read)` makes the run's report carry `read()` as its `usage`
+  (read once, when the report is made; the agent layer meters its budgets this way).
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
   tell which call of its parent started it.
   `child_failure(pipeline, plan, run)` is the `PipelineExecutionError` a parent raises
@@ -46,9 +49,11 @@ from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
 from tubeless.pipeline._child_runs import (
     IterationRunner,
     approvals_of,
+    cassette_of,
     child_failure,
     execution_key_of,
     item_key_of,
+    meter_usage,
     observed,
     run_child_pipeline,
     run_child_value,
@@ -73,12 +78,14 @@ __all__ = [
     "WireRows",
     "approvals_of",
     "cancellation_message",
+    "cassette_of",
     "child_failure",
     "clean_text",
     "execution_key_of",
     "import_module_file",
     "is_cancellation",
     "item_key_of",
+    "meter_usage",
     "observed",
     "raise_if_cancelled",
     "run_child_pipeline",

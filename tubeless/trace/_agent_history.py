@@ -4,7 +4,8 @@ Pure functions over trace records (no I/O, no clock), for `tubeless history RUN_
 agent run is recognised by its records alone: a run whose step `agent` was planned as an
 iteration over `<pipeline id>/turn`. Its turns are the iteration runs below it; each run
 directly below a turn is one call (`itemKey` = call id). A subagent's own run is the call
-run; an ordinary pipeline tool's run (`<agent>/tool/<name>`) has its pipeline below it.
+run; an ordinary pipeline tool's run (`<agent>/tool/<name>`) has its pipeline below it. The
+usage a turn's `decide` charged is on its attempt (`agent.usage.*` attributes).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ __all__ = [
 ]
 
 LIMIT_CODE = "TUBELESS_AGENT_LIMIT_REACHED"
+USAGE_ATTRIBUTES = (
+    ("agent.usage.inputTokens", "inputTokens"),
+    ("agent.usage.outputTokens", "outputTokens"),
+    ("agent.usage.cost", "cost"),
+)
+"""Decide-attempt attribute -> its figure in a history's `usage`."""
 APPROVAL_CODE = ApprovalRequiredError.CODE
 
 
@@ -84,15 +91,16 @@ class AgentTurnView:
     """The turn run's status."""
     calls: tuple[AgentCallView, ...]
     """The turn's dispatched calls, in the order they started."""
+    usage: Mapping[str, int | float] | None = None
+    """`{inputTokens, outputTokens, totalTokens, cost}` its `decide` charged, if any."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return `{index, runId, status, calls}`."""
-        return {
-            "index": self.index,
-            "runId": self.run_id,
-            "status": self.status,
-            "calls": [call.to_dict() for call in self.calls],
-        }
+        """Return `{index, runId, status, usage?, calls}`."""
+        out: dict[str, Any] = {"index": self.index, "runId": self.run_id, "status": self.status}
+        if self.usage is not None:
+            out["usage"] = dict(self.usage)
+        out["calls"] = [call.to_dict() for call in self.calls]
+        return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,9 +122,13 @@ class AgentView:
     """How long the agent run took."""
     parent_call: Mapping[str, str] | None = None
     """`{agentRunId, turnRunId, callId, tool}` of the call that started it, if any."""
+    usage: Mapping[str, int | float] | None = None
+    """`{inputTokens, outputTokens, totalTokens, cost}` its own turns charged (its
+    subagents' are theirs), when any turn recorded usage."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return `{runId, pipelineId, status, ended, durationMs?, parentCall?, turns}`."""
+        """Return `{runId, pipelineId, status, ended, durationMs?, parentCall?, usage?,
+        turns}`."""
         out: dict[str, Any] = {
             "runId": self.run_id,
             "pipelineId": self.pipeline_id,
@@ -127,6 +139,8 @@ class AgentView:
             out["durationMs"] = self.duration_ms
         if self.parent_call is not None:
             out["parentCall"] = dict(self.parent_call)
+        if self.usage is not None:
+            out["usage"] = dict(self.usage)
         out["turns"] = [turn.to_dict() for turn in self.turns]
         return out
 
@@ -143,8 +157,23 @@ class AgentHistory:
         return {"agents": [agent.to_dict() for agent in self.agents]}
 
 
+def _add_usage(
+    total: dict[str, int | float] | None, figures: Mapping[str, Any] | None
+) -> dict[str, int | float] | None:
+    """`total` plus the usage `figures` (either may be absent)."""
+    if figures is None:
+        return total
+    out = dict(total or {"inputTokens": 0, "outputTokens": 0, "cost": 0})
+    for key in ("inputTokens", "outputTokens", "cost"):
+        value = figures.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] += value
+    out["totalTokens"] = out["inputTokens"] + out["outputTokens"]
+    return out
+
+
 class _Run:
-    __slots__ = ("attributes", "children", "completed", "first", "is_agent")
+    __slots__ = ("attributes", "children", "completed", "first", "is_agent", "usage")
 
     def __init__(self, first: Mapping[str, Any]) -> None:
         self.first = first
@@ -152,6 +181,8 @@ class _Run:
         self.attributes: Mapping[str, Any] | None = None
         self.is_agent = False
         self.children: list[str] = []
+        self.usage: dict[str, int | float] | None = None
+        """What the run's `decide` attempts charged (a turn run's)."""
 
     @property
     def run_id(self) -> str:
@@ -187,9 +218,12 @@ class _Run:
                 nested.get("mode") == "iterate"
                 and nested.get("pipelineId") == f"{self.pipeline_id}/turn"
             )
-        elif name == "step.attempted" and self.attributes is None:
+        elif name == "step.attempted":
             attributes = record["payload"].get("attributes") or {}
-            if "agent.callId" in attributes:
+            if record.get("stepId") == "decide" and USAGE_ATTRIBUTES[0][0] in attributes:
+                figures = {key: attributes.get(attribute) for attribute, key in USAGE_ATTRIBUTES}
+                self.usage = _add_usage(self.usage, figures)
+            elif self.attributes is None and "agent.callId" in attributes:
                 self.attributes = attributes
 
 
@@ -269,6 +303,7 @@ class _Builder:
 
     def add_agent(self, agent: _Run, parent_call: Mapping[str, str] | None) -> None:
         turns: list[AgentTurnView] = []
+        usage: dict[str, int | float] | None = None
         calls_of: list[tuple[AgentCallView, _Run]] = []
         for turn_id in agent.children:
             turn = self._runs[turn_id]
@@ -286,8 +321,10 @@ class _Builder:
                     run_id=turn.run_id,
                     status=turn.status,
                     calls=tuple(calls),
+                    usage=_add_usage(None, turn.usage),
                 )
             )
+            usage = _add_usage(usage, turn.usage)
         self.agents.append(
             AgentView(
                 run_id=agent.run_id,
@@ -297,6 +334,7 @@ class _Builder:
                 turns=tuple(turns),
                 duration_ms=agent.duration_ms,
                 parent_call=parent_call,
+                usage=usage,
             )
         )
         for call, turn in calls_of:
@@ -357,6 +395,14 @@ def _line(depth: int, text: str) -> str:
     return "  " * depth + text
 
 
+def _spent(usage: Mapping[str, int | float] | None) -> str:
+    """`  tokens <in> in <out> out  cost <cost>` for a line, or nothing without usage."""
+    if usage is None:
+        return ""
+    cost = f"  cost {usage['cost']:g}" if usage["cost"] else ""
+    return f"  tokens {usage['inputTokens']} in {usage['outputTokens']} out{cost}"
+
+
 def format_agent_history(history: AgentHistory) -> str:
     """Render the tree: each agent, its turns, each call, subagents under their calls.
 
@@ -378,11 +424,11 @@ def format_agent_history(history: AgentHistory) -> str:
             _line(
                 depth,
                 f"agent {safe(agent.pipeline_id)}  {safe(agent.run_id)}  {agent.ended}"
-                f"{ms(agent.duration_ms)}",
+                f"{ms(agent.duration_ms)}{_spent(agent.usage)}",
             )
         )
         for turn in agent.turns:
-            lines.append(_line(depth + 1, f"turn {turn.index}  {turn.status}"))
+            lines.append(_line(depth + 1, f"turn {turn.index}  {turn.status}{_spent(turn.usage)}"))
             for call in turn.calls:
                 code = f"  {safe(call.tool_error_code)}" if call.tool_error_code else ""
                 replay = f"  {call.replay}" if call.replay else ""

@@ -4,7 +4,8 @@ The GenAI semantic conventions are still experimental, so every span name, kind 
 attribute key the export writes is in this module and nowhere else. `SPAN_MAPPING` has
 one `SpanRule` per span role; `RUN_ATTRIBUTES`, `STEP_ATTRIBUTES` and `ERROR_ATTRIBUTES`
 say which record fields every run, step and failure adds; `KEPT_ATTRIBUTE_PREFIXES` which
-`step.attempted` attributes are copied. Values come from record fields that hold ids,
+`step.attempted` attributes are copied, `USAGE_ATTRIBUTES` which of them are copied again
+under their GenAI names. Values come from record fields that hold ids,
 codes, counts and statuses only: never options, inputs, outputs, prompts, state, log
 lines, progress messages or error messages.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "RUN_ATTRIBUTES",
     "SPAN_MAPPING",
     "STEP_ATTRIBUTES",
+    "USAGE_ATTRIBUTES",
     "SpanRule",
 ]
 
@@ -123,6 +125,14 @@ cause and stack are never copied (they may quote inputs).
 
 KEPT_ATTRIBUTE_PREFIXES = ("agent.",)
 """`step.attempted` attributes copied as they are (`agent.turn`, `agent.callId`, ...)."""
+
+USAGE_ATTRIBUTES: Mapping[str, str] = MappingProxyType(
+    {
+        "agent.usage.inputTokens": "gen_ai.usage.input_tokens",
+        "agent.usage.outputTokens": "gen_ai.usage.output_tokens",
+    }
+)
+"""Usage a `decide` attempt charged -> the GenAI attribute it also goes on its span as."""
 
 CALL_ATTRIBUTES = ("agent.callId", "agent.tool", "agent.parentAttemptId")
 """Kept attributes of an agent called as a tool that also go on its `execute_tool` span."""

@@ -314,6 +314,9 @@ class SpanBuilder:
             for key, value in record["payload"]["attributes"].items()
             if key.startswith(mapping.KEPT_ATTRIBUTE_PREFIXES)
         }
+        for key, name in mapping.USAGE_ATTRIBUTES.items():
+            if key in attributes:
+                attributes[name] = attributes[key]
         if record["stepId"] == run.folded:
             assert run.body is not None
             run.body.pending.update(attributes)
