@@ -24,9 +24,11 @@ from tubeless.pipeline._steps import (
     StepAnnotation,
     require_outputs,
 )
+from tubeless.pipeline._stream import AsyncRunStream, RunStream
 
 __all__ = [
     "HOOK_NAMES",
+    "AsyncRunStream",
     "ContextLike",
     "ControlsLike",
     "DefinitionIdentity",
@@ -44,6 +46,7 @@ __all__ = [
     "RequiredOutputs",
     "RunContext",
     "RunControls",
+    "RunStream",
     "SelectionReason",
     "Step",
     "StepAnnotation",

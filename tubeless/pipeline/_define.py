@@ -29,6 +29,7 @@ from tubeless.pipeline._plan import PipelinePlan, build_plan
 from tubeless.pipeline._render import render_mermaid
 from tubeless.pipeline._run_result import PipelineRun
 from tubeless.pipeline._steps import FinalizeHandler, RequiredOutputs, Step
+from tubeless.pipeline._stream import AsyncRunStream, RunStream
 from tubeless.schema import Schema, as_schema
 from tubeless.trace import TRACE_VERSION
 from tubeless.trace.lowlevel import check_record
@@ -278,6 +279,35 @@ class Pipeline:
             resolve_controls(controls),
             context=resolve_context(context),
         )
+
+    def stream(
+        self,
+        options: Any = None,
+        *,
+        controls: ControlsLike | None = None,
+        context: ContextLike | None = None,
+    ) -> RunStream:
+        """Run on a worker thread and read its `RunEvent`s as they happen.
+
+        `with pipeline.stream(options) as events: for event in events: ...`; then
+        `events.result` is the `PipelineRun`. Leaving the block early cancels the run
+        (setting the context's `signal`, or the stream's own) and waits for it. Arguments
+        as for `run`; a `tracing` sink in the context still receives every record.
+        """
+        return RunStream(self, options, controls, context)
+
+    def astream(
+        self,
+        options: Any = None,
+        *,
+        controls: ControlsLike | None = None,
+        context: ContextLike | None = None,
+    ) -> AsyncRunStream:
+        """`stream` for asyncio: `async with pipeline.astream(options) as events:`.
+
+        Cancelling the task that reads the events cancels the run.
+        """
+        return AsyncRunStream(RunStream(self, options, controls, context))
 
     def run_or_raise(
         self,

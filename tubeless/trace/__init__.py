@@ -14,6 +14,7 @@ from tubeless.trace._agent_history import (
     format_agent_history,
 )
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
+from tubeless.trace._events import EventKind, EventProjection, RunEvent
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
     RunFold,
@@ -58,8 +59,11 @@ __all__ = [
     "AgentTurnView",
     "AgentView",
     "ComposedTraceSink",
+    "EventKind",
+    "EventProjection",
     "NdjsonTraceSink",
     "PostgresTraceStore",
+    "RunEvent",
     "RunFold",
     "SqliteTraceStore",
     "StepFold",

@@ -21,10 +21,13 @@ What it promises, for as long as a name is listed here:
   `TRACE_ERROR_BYTE_BUDGET`, so a record built with it never breaks a size rule.
 - `RecordHead(shared)` starts each record of a run (`head.record(name)`) from its shared
   fields, whose JSON it encodes once for every line written of the run's records.
+- `error_code(error)` is the most specific code of a wire error (the deepest that is
+  not a wrapper such as `TUBELESS_STEP_FAILED`).
 - `TRACE_ATTRIBUTE_LIMIT` is the most attributes a `step.attempted` record may carry.
 """
 
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
+from tubeless.trace._events import error_code
 from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes, record_size_problem
 from tubeless.trace._wire import (
     RecordHead,
@@ -41,6 +44,7 @@ __all__ = [
     "bounded_text",
     "check_own_fields",
     "check_record",
+    "error_code",
     "json_bytes",
     "record_size_problem",
     "shared_fields_valid",
