@@ -123,3 +123,18 @@ def test_approvals_reads_only_an_existing_checkpoint_store(cli: Cli) -> None:
     trace_store = cli("approvals", "--store", "runs.sqlite")
     assert trace_store.returncode == 2
     assert "Cannot read checkpoint store" in trace_store.stderr
+
+
+def test_a_waiting_run_reads_waiting_in_progress_and_history(cli: Cli) -> None:
+    """The summary line says `status=waiting` and `history` lists the run as `waiting`."""
+    first = cli.run("--store", "runs.db")
+    assert first.returncode == 8, first.stderr
+    assert "(status=waiting, " in first.stderr
+    assert "status=failed" not in first.stderr
+    listed = cli("history", "--store", "runs.db")
+    (root,) = [line for line in listed.stdout.splitlines() if line.startswith("approval-mail:")]
+    assert root.split("  ")[2] == "waiting"
+    detail = cli("history", "--store", "runs.db", root.split("  ")[0])
+    assert "Status waiting\n" in detail.stdout
+    as_json = json.loads(cli("history", "--store", "runs.db", "--json").stdout)
+    assert {run["status"] for run in as_json["runs"]} == {"failed"}  # the wire form stays

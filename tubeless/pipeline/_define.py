@@ -10,6 +10,7 @@ from tubeless.errors import (
     PipelineCancelledError,
     PipelineDefinitionError,
     PipelineExecutionError,
+    PipelineWaitingError,
     TraceRecordError,
     TubelessError,
 )
@@ -291,12 +292,16 @@ class Pipeline:
         Raises:
             PipelineCancelledError: when the run ended `cancelled`: a `RunCancelledError`
                 and a `PipelineExecutionError` both.
+            PipelineWaitingError: when a durable agent of the run stopped for tool calls
+                that need approval (`.pending_approvals`); also a `PipelineExecutionError`.
             PipelineExecutionError: when the run did not complete; `.result` is the run and
                 `__cause__` the exception behind its first error.
         """
         result = self.run(options, controls=controls, context=context)
         if result.status == "cancelled":
             raise PipelineCancelledError(result) from result.first_exception()
+        if result.waiting:
+            raise PipelineWaitingError(result) from result.first_exception()
         if result.status != "completed":
             raise PipelineExecutionError(result) from result.first_exception()
         return result.value
