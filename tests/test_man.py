@@ -66,7 +66,7 @@ def test_the_page_renders_every_command_and_option() -> None:
         "RUN_ID",
     ):
         assert option in flat, option
-    assert "Append the run's trace records to the SQLite store at PATH." in flat
+    assert "Append the run's trace records to the SQLite store at PATH (created" in flat
     assert "Exit codes: 0 success" in flat
     for heading, _ in SECTIONS:
         assert f"\n{heading}\n" in text, heading

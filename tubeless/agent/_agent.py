@@ -10,7 +10,12 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, type_name
 from tubeless._types import DecideCallback, InitialStateCallback, ReduceCallback, SchemaLike
-from tubeless.agent._approvals import check_against, check_approvals, document_pending
+from tubeless.agent._approvals import (
+    check_against,
+    check_approvals,
+    document_pending,
+    unused_decisions,
+)
 from tubeless.agent._budget import Budget
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._delegate import (
@@ -233,10 +238,13 @@ class AgentStep:
         journal = Journal.open(durability, context.options, execution_key_of(context))
         try:
             root = AgentJournal.root(journal, self._identity(context.options))
+            decisions = check_approvals(approvals_of(context))
             if "result" not in root.node and "failure" not in root.node:
                 # Decisions are checked against every waiting call, before any callback.
-                journal.approvals = check_approvals(approvals_of(context))
+                journal.approvals = decisions
                 check_against(journal.document, journal.approvals)
+            elif (unused := unused_decisions(decisions)) is not None:
+                context.log.warning(unused)
             return journal, root
         except BaseException:
             journal.close()

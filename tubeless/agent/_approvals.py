@@ -235,7 +235,8 @@ def check_against(document: Mapping[str, Any], approvals: Mapping[str, Approval]
         found = by_id.get(call_id)
         if not found:
             raise AgentError(
-                f"No call {quote(call_id)} waits for approval in this execution (unknown call id)",
+                f"No call {quote(call_id)} waits for approval in this execution (unknown call "
+                f"id); {_waiting_ids(document)}",
                 code=UNKNOWN_CODE,
             )
         if not any(isinstance(entry.get("approval"), dict) for entry, _ in found):
@@ -258,6 +259,31 @@ def check_against(document: Mapping[str, Any], approvals: Mapping[str, Approval]
             "(approve, reject or edit) or none",
             code=MISSING_CODE,
         )
+
+
+def _waiting_ids(document: Mapping[str, Any]) -> str:
+    """`waiting: 'a' (tool), ...`, or `none waits`, for an error about an unknown call id."""
+    pending = document_pending(document)
+    if not pending:
+        return "none waits"
+    shown = ", ".join(f"{quote(p.call_id)} ({quote(p.tool)})" for p in pending[:8])
+    more = f" and {len(pending) - 8} more" if len(pending) > 8 else ""
+    return f"waiting: {shown}{more}"
+
+
+def unused_decisions(approvals: Mapping[str, Any]) -> str | None:
+    """What to tell a person whose decisions reach an execution that already finished.
+
+    The run returns the saved result as before (deciding twice changes nothing); the
+    decisions are not silently dropped: this warning says they were not used.
+    """
+    if not approvals:
+        return None
+    shown = ", ".join(quote(call_id) for call_id in list(approvals)[:8])
+    return (
+        f"This execution already finished: no call waits for approval, so the decisions "
+        f"for {shown} were not used"
+    )
 
 
 def rejected_outcome(entry: Mapping[str, Any], message: str) -> FrozenDict:

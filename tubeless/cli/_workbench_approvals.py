@@ -22,6 +22,17 @@ def _waiting(store: Any, key: str | None) -> list[tuple[str, Any]]:
     return [(name, call) for name in keys for call in store.pending_approvals(name)]
 
 
+def _is_trace_store(path: Path) -> bool:
+    """Whether `path` opens as a trace store (read-only, so nothing is changed)."""
+    from tubeless.trace import SqliteTraceStore
+
+    try:
+        SqliteTraceStore(path, read_only=True).close()
+    except Exception:  # not a trace store either: the checkpoint error stands
+        return False
+    return True
+
+
 def _plain(text: str) -> str:
     if len(text) <= 128 and text.isprintable() and " " not in text:
         return text
@@ -43,6 +54,11 @@ def handle_approvals(arguments: argparse.Namespace) -> int:
     try:
         found = _waiting(store, arguments.key)
     except AgentError as error:
+        if _is_trace_store(path):
+            raise CliLoadError(
+                f"{path} is a trace store (what run --store writes), not a checkpoint store: "
+                "give the SQLite file of the agent's Durability store"
+            ) from error
         raise CliLoadError(f"Cannot read checkpoint store {path}: {error}") from error
     if arguments.json:
         rows = [{"key": key, **call.to_dict()} for key, call in found]
