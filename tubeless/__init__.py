@@ -23,6 +23,7 @@ from tubeless.agent import (
     edit,
     pipeline_tool,
     reject,
+    tool,
     tool_from_function,
 )
 from tubeless.errors import (
@@ -119,6 +120,7 @@ __all__ = [
     "pipeline_tool",
     "reject",
     "require_outputs",
+    "tool",
     "tool_from_function",
 ]
 

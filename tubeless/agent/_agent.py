@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
@@ -38,6 +38,7 @@ from tubeless.agent._tools import (
     input_descriptor,
     tool_pipeline,
     tool_spec,
+    tools_by_name,
 )
 from tubeless.agent._turn import (
     AgentRuntime,
@@ -85,8 +86,12 @@ def _check_callbacks(
 def _registered_tools(agent_id: str, tools: object) -> dict[str, Any]:
     if tools is None:
         return {}
+    if isinstance(tools, (list, tuple)):
+        tools = tools_by_name(tools)
     if not isinstance(tools, Mapping):
-        raise AgentDefinitionError("Agent tools must be a mapping of tool name to tool")
+        raise AgentDefinitionError(
+            "Agent tools must be a mapping of tool name to tool, or a list of named tools"
+        )
     names = sorted(tools, key=lambda name: str(name))
     if len(names) > TOOL_LIMIT:
         raise AgentDefinitionError(f"Agent capability inventory exceeds {TOOL_LIMIT} tools")
@@ -367,7 +372,7 @@ def define_agent(
     result_schema: SchemaLike,
     initial_state: InitialStateCallback,
     decide: DecideCallback,
-    tools: Mapping[str, AgentTool] | None = None,
+    tools: Mapping[str, AgentTool] | Sequence[AgentTool] | None = None,
     reduce: ReduceCallback | None = None,
     dry_run: DecideCallback | None = None,
     limits: AgentLimits | Mapping[str, int] | None = None,
@@ -386,7 +391,8 @@ def define_agent(
         initial_state: `initial_state(validated_options)` -> plain data (copied, frozen).
         decide: `decide(state, context)` -> an untrusted decision, checked every time.
         tools: tool name -> tool made by `define_tool` or `pipeline_tool` (a subagent or
-            an ordinary pipeline run as a child of the call).
+            an ordinary pipeline run as a child of the call); or a list (or tuple) of
+            named tools made by `@tubeless.tool`, each named by its `name`.
         reduce: `reduce(state, outcomes)` -> next plain state; without it state is kept.
         dry_run: preview decision source used instead of `decide` in dry runs; without
             it a dry run skips the agent.
