@@ -170,9 +170,12 @@ class PipelineExecutionError(TubelessError):
     """`run_or_raise` was given a run that did not complete; `result` is that run.
 
     `code` is the code of the run's first error and `__cause__` the exception behind it.
+    When a parent step raised it for a child run, `item_key` is the child's item key (an
+    agent's call id, a fan-out item), else `None`.
     """
 
     result: PipelineRun
+    item_key: str | None = None
 
     def __init__(self, result: PipelineRun, message: str | None = None) -> None:
         self.result = result

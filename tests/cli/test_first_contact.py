@@ -108,7 +108,7 @@ def test_a_tool_bug_prints_its_root_cause_once_with_path_and_place(cli: Any) -> 
     result = cli("run", "agent.py", "--", "--cities", "Zero")
     assert result.code == 6
     assert _errors(result.stderr) == [
-        "Error: execution at step agent > calls > tool [TUBELESS_STEP_FAILED] "
+        "Error: execution at step agent > calls > c0 > tool [TUBELESS_STEP_FAILED] "
         "(ZeroDivisionError): division by zero"
     ]
     assert result.stderr.count("TUBELESS_CHILD_FAILED") == 0
@@ -232,3 +232,55 @@ def test_run_help_says_trace_replaces_and_store_appends(cli: Any) -> None:
     text = " ".join(cli("run", "--help").stdout.split())
     assert "(a file already there is replaced)" in text
     assert "(created when missing; earlier runs are kept)" in text
+
+
+SUBAGENT_MODULE = """
+from tubeless import define_agent, define_pipeline_command, pipeline_tool
+
+
+def bad_decide(state, context):
+    raise RuntimeError("the model is down")
+
+
+researcher = define_agent(
+    id="researcher", input_schema={"type": "object"}, result_schema={},
+    initial_state=lambda options: {}, decide=bad_decide,
+)
+
+
+def decide(state, context):
+    if context.options.get("solo"):
+        raise RuntimeError("no decision")
+    return {"kind": "continue", "calls": [{"id": "ask-1", "tool": "research", "input": {}}]}
+
+
+planner = define_agent(
+    id="planner",
+    input_schema={"type": "object", "properties": {"solo": {"type": "boolean"}}},
+    result_schema={},
+    initial_state=lambda options: {},
+    decide=decide,
+    tools={"research": pipeline_tool(researcher, description="Research.")},
+)
+command = define_pipeline_command(planner, reporter={"mode": "plain"})
+"""
+
+
+def test_a_subagent_failure_names_the_call_and_the_subagent(cli: Any) -> None:
+    """The error's path goes through the call id and the subagent's id."""
+    cli.write("planner.py", SUBAGENT_MODULE)
+    result = cli("run", "planner.py")
+    assert result.code == 6
+    assert _errors(result.stderr) == [
+        "Error: execution at step agent > calls > ask-1 > researcher > agent > decide "
+        "[TUBELESS_STEP_FAILED] (RuntimeError): the model is down"
+    ]
+
+
+def test_a_decide_failure_counts_no_failed_calls(cli: Any) -> None:
+    """When `decide` fails no tool ran, so the summary has no `failed calls`."""
+    cli.write("planner.py", SUBAGENT_MODULE)
+    result = cli("run", "planner.py", "--", "--solo")
+    assert result.code == 6
+    assert "(status=failed, steps=1, errors=1)" in result.stderr
+    assert "failed calls" not in result.stderr
