@@ -194,3 +194,7 @@ planner = define_agent(
 
 command = define_pipeline_command(planner, summarize=lambda value, values: [value["answer"]])
 """The CLI command: `--topic` comes from the options schema; prints the bare answer."""
+
+
+if __name__ == "__main__":
+    raise SystemExit(command.main())

@@ -95,3 +95,7 @@ agent = define_agent(
 
 command = define_pipeline_command(agent, summarize=lambda value, values: [value["answer"]])
 """The CLI command: `--question` comes from the options schema; prints the bare answer."""
+
+
+if __name__ == "__main__":
+    raise SystemExit(command.main())

@@ -66,7 +66,8 @@ def test_the_page_renders_every_command_and_option() -> None:
         "RUN_ID",
     ):
         assert option in flat, option
-    assert "Append the run's trace records to the SQLite store at PATH, or to the" in flat
+    assert "Append the run's trace records to the SQLite store at PATH (created" in flat
+    assert "or to the PostgreSQL database at a postgresql:// URL" in flat
     assert "Exit codes: 0 success" in flat
     for heading, _ in SECTIONS:
         assert f"\n{heading}\n" in text, heading
@@ -88,3 +89,50 @@ def test_the_page_is_dated_by_the_release_not_a_fixed_day() -> None:
     assert release_date(changelog, "0.2.0") == "2026-03-04"
     assert release_date(changelog, "0.3.0.dev1") == "unreleased"
     assert release_date(changelog, "0.3.0") == "unreleased"
+
+
+@pytest.mark.slow
+def test_the_built_wheel_installs_the_page_under_share_man(tmp_path: Path) -> None:
+    """Building the wheel generates the page from the parser and ships it as man1/tubeless.1.
+
+    The build reads `[build_manpages]` in `setup.cfg`; the page it makes differs from the
+    committed one only in its date (the build's, not the changelog's).
+    """
+    pytest.importorskip("wheel")
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.cfg", "MANIFEST.in", "README.md", "CHANGELOG.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("tubeless", "man"):
+        shutil.copytree(
+            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    out = tmp_path / "out"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = out.glob("tubeless_pipelines-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        pages = [name for name in archive.namelist() if name.endswith("/share/man/man1/tubeless.1")]
+        assert pages == [f"{wheel.name.split('-py3')[0]}.data/data/share/man/man1/tubeless.1"]
+        page = archive.read(pages[0]).decode("utf-8").splitlines()
+    committed = PAGE.read_text(encoding="utf-8").splitlines()
+    assert page[0].startswith('.TH TUBELESS "1" ')
+    assert page[1:] == committed[1:]

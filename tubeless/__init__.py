@@ -27,12 +27,14 @@ from tubeless.agent import (
     edit,
     pipeline_tool,
     reject,
+    tool,
     tool_from_function,
 )
 from tubeless.errors import (
     Diagnostic,
     PipelineDefinitionError,
     PipelineExecutionError,
+    PipelineWaitingError,
     RunCancelledError,
     SchemaIssues,
     ToolError,
@@ -100,6 +102,7 @@ __all__ = [
     "PipelineExecutionError",
     "PipelinePlan",
     "PipelineRun",
+    "PipelineWaitingError",
     "PostgresCheckpointStore",
     "Project",
     "Retry",
@@ -127,6 +130,7 @@ __all__ = [
     "reject",
     "require_outputs",
     "run_many",
+    "tool",
     "tool_from_function",
 ]
 

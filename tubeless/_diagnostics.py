@@ -106,6 +106,18 @@ WAITING_CODES = frozenset({APPROVAL_REQUIRED_CODE})
 shows the step or group `pending`, not `failed`."""
 
 
+def shown_status(status: str, error: Mapping[str, Any] | None) -> str:
+    """The status a person reads: `waiting` for a failed run whose error is a waiting one.
+
+    The recorded status of a run stopped for approval stays `failed`, as traces and
+    `to_dict()` write it; its error (wire form) has a `WAITING_CODES` code or `sourceCode`.
+    """
+    if status != "failed" or not isinstance(error, Mapping):
+        return status
+    codes = (error.get("code"), error.get("sourceCode"))
+    return "waiting" if any(code in WAITING_CODES for code in codes) else status
+
+
 def is_waiting(error: BaseException) -> bool:
     """Whether `error`, or an exception in its cause chain, has a `WAITING_CODES` code."""
     current: BaseException | None = error

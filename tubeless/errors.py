@@ -6,6 +6,7 @@ Exceptions (each carries a `code` string unless noted)::
     ├── TubelessError                  base of everything below; `.code`
     │   ├── PipelineDefinitionError    a pipeline graph is invalid; `.errors`, `.pipeline_id`
     │   ├── PipelineExecutionError     `run_or_raise` on a run that did not complete; `.result`
+    │   │   └── PipelineWaitingError   the run waits for approval; `.pending_approvals`
     │   ├── DefinitionIdentityError    a stored definition snapshot does not match its identity
     │   ├── RunCancelledError          a run's signal was set (the AbortError of tubeless)
     │   │   └── PipelineCancelledError `run_or_raise` on a cancelled run; also a
@@ -58,7 +59,8 @@ Records (frozen dataclasses with `to_dict()` giving the wire JSON):
 - `PendingApproval`: one tool call of a durable agent waiting for a person's approval.
 
 `PIPELINE_ERROR_CODES` lists the catalog; `ERROR_CODE_CLASSIFICATION` gives each code's
-phase and kind; `format_diagnostic` renders the one-line form.
+phase and kind; `format_diagnostic` renders the one-line form; `shown_status` is the
+status a person reads (`waiting` for a run stopped for approval).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ from tubeless._diagnostics import (
     format_diagnostic,
     is_pipeline_error_code,
     normalize_cause,
+    shown_status,
 )
 from tubeless._diagnostics import APPROVAL_REQUIRED_CODE as _APPROVAL_REQUIRED_CODE
 from tubeless._public import show_public_module as _show_public_module
@@ -124,6 +127,7 @@ __all__ = [
     "PipelineCancelledError",
     "PipelineDefinitionError",
     "PipelineExecutionError",
+    "PipelineWaitingError",
     "ReplayDivergedError",
     "RunCancelledError",
     "SchemaDefinitionError",
@@ -141,6 +145,7 @@ __all__ = [
     "is_pipeline_error_code",
     "normalize_cause",
     "pending_approvals_of",
+    "shown_status",
 ]
 
 _show_public_module(__name__, __all__, globals())
@@ -185,9 +190,12 @@ class PipelineExecutionError(TubelessError):
     """`run_or_raise` was given a run that did not complete; `result` is that run.
 
     `code` is the code of the run's first error and `__cause__` the exception behind it.
+    When a parent step raised it for a child run, `item_key` is the child's item key (an
+    agent's call id, a fan-out item), else `None`.
     """
 
     result: PipelineRun
+    item_key: str | None = None
 
     def __init__(self, result: PipelineRun, message: str | None = None) -> None:
         self.result = result
@@ -204,6 +212,31 @@ class PipelineExecutionError(TubelessError):
     def cancelled(self) -> bool:
         """Whether the run ended `cancelled`."""
         return self.result.status == "cancelled"
+
+
+class PipelineWaitingError(PipelineExecutionError):
+    """`run_or_raise` was given a run that waits for a person to approve tool calls.
+
+    The run's status is `failed` (as traces record it), but nothing broke: a
+    durable agent stopped before a batch with calls that need approval. `code` is
+    `TUBELESS_AGENT_APPROVAL_REQUIRED`; `pending_approvals` lists the waiting calls (as
+    `result.pending_approvals` does). Resume with the same execution key and
+    `context={"approvals": {...}}`. It is a `PipelineExecutionError`, so code that catches
+    that sees it as before.
+    """
+
+    pending_approvals: tuple[PendingApproval, ...]
+
+    def __init__(self, result: PipelineRun) -> None:
+        self.pending_approvals = result.pending_approvals
+        shown = ", ".join(f"{p.call_id} ({p.tool})" for p in self.pending_approvals[:8])
+        more = len(self.pending_approvals) - 8
+        if more > 0:
+            shown += f" and {more} more"
+        count = len(self.pending_approvals)
+        message = f"Pipeline {result.pipeline_id} is waiting for approval of {count} call(s): "
+        super().__init__(result, (message + shown)[:4096])
+        self.code = _APPROVAL_REQUIRED_CODE
 
 
 class DefinitionIdentityError(TubelessError, ValueError):

@@ -515,3 +515,26 @@ def test_a_call_id_waiting_in_two_subagents_cannot_be_decided_by_id() -> None:
     with pytest.raises(AgentError, match="waits in several agents") as raised:
         check_against(document, {"b": tubeless.approve()})
     assert raised.value.code == "TUBELESS_AGENT_APPROVAL_INVALID"
+
+
+def test_run_or_raise_on_a_waiting_run_raises_a_waiting_error(
+    store: SqliteCheckpointStore,
+) -> None:
+    """A waiting run is `waiting` in Python and `run_or_raise` raises `PipelineWaitingError`."""
+    from tubeless.errors import PipelineExecutionError, PipelineWaitingError
+
+    agent = build(store, Ran())
+    run = waits(agent)
+    assert run.waiting
+    assert run.to_dict()["status"] == "failed"  # the reference's wire form
+    with pytest.raises(PipelineWaitingError) as raised:
+        agent.run_or_raise({})
+    error = raised.value
+    assert isinstance(error, PipelineExecutionError)
+    assert error.code == "TUBELESS_AGENT_APPROVAL_REQUIRED"
+    assert [call.call_id for call in error.pending_approvals] == ["b"]
+    assert str(error) == "Pipeline approving is waiting for approval of 1 call(s): b (send)"
+    assert error.result.waiting
+    done = agent.run({}, context={"approvals": {"b": tubeless.approve()}})
+    assert done.status == "completed"
+    assert not done.waiting

@@ -274,3 +274,131 @@ def test_importing_tubeless_does_not_import_pydantic() -> None:
     """pydantic is imported by the first `tool_from_function` call, not by `import tubeless`."""
     code = "import sys, tubeless\nassert 'pydantic' not in sys.modules, sorted(sys.modules)\n"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@tubeless.tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return city.upper()
+
+
+@tubeless.tool(replay="safe", name="weather-now")
+def weather_now(city: str, context: ToolContext) -> str:
+    """The weather now, with the call's turn."""
+    assert context.signal is not None
+    return f"{city}: sunny"
+
+
+def test_the_decorator_names_the_tool_and_forwards_its_options() -> None:
+    """`@tubeless.tool` names the tool after the function; keywords go to tool_from_function."""
+    assert isinstance(lookup, tubeless.AgentTool)
+    assert lookup.name == "lookup"
+    assert lookup.description == "Look a city up."
+    assert weather_now.name == "weather-now"
+    from tubeless.agent._tools import tool_spec
+
+    assert tool_spec(weather_now).replay == "safe"  # type: ignore[union-attr]
+    assert "context" not in weather_now.input_json_schema["properties"]
+    assert (
+        tubeless.define_tool(
+            description="d", input_schema={}, output_schema={}, run=lambda v, c: v
+        ).name
+        is None
+    )
+
+
+def test_an_agent_takes_a_list_of_named_tools() -> None:
+    """`define_agent(tools=[...])` names each tool by its `name` and runs it."""
+    agent = define_agent(
+        id="listed",
+        input_schema={"type": "object"},
+        result_schema={"type": "array"},
+        initial_state=lambda options: {"seen": []},
+        decide=scripted_decide(
+            [
+                {
+                    "kind": "continue",
+                    "calls": [
+                        {"id": "a", "tool": "lookup", "input": {"city": "oslo"}},
+                        {"id": "b", "tool": "weather-now", "input": {"city": "rome"}},
+                    ],
+                },
+                lambda state, context: {"kind": "finish", "result": state["seen"]},
+            ]
+        ),
+        reduce=lambda state, outcomes: {"seen": [o["value"] for o in outcomes]},
+        tools=[lookup, weather_now],
+    )
+    assert list(agent.run_or_raise({})) == ["OSLO", "rome: sunny"]
+
+
+def test_a_list_of_tools_needs_names_and_no_duplicates() -> None:
+    """An unnamed tool in a list, or two tools with one name, is a definition error."""
+    unnamed = tool_from_function(get_weather)
+    for tools, words in (
+        ([lookup, unnamed], "must carry names"),
+        ([lookup, lookup], "two tools named 'lookup'"),
+    ):
+        with pytest.raises(AgentDefinitionError, match=words) as raised:
+            _weather_agent_with(tools)
+        assert raised.value.code == "TUBELESS_AGENT_INVALID_DEFINITION"
+    with pytest.raises(AgentDefinitionError, match="Invalid tool name"):
+        tubeless.tool(lambda city: city)
+
+
+def _weather_agent_with(tools: Any) -> Any:
+    return define_agent(
+        id="weather",
+        input_schema={"type": "object"},
+        result_schema={},
+        initial_state=lambda options: {},
+        decide=scripted_decide([]),
+        tools=tools,
+    )
+
+
+async def fetch(city: str) -> str:
+    """Fetch a city."""
+    return city
+
+
+async def stream(city: str) -> Any:
+    """Stream a city."""
+    yield city
+
+
+def test_async_functions_are_refused_at_definition() -> None:
+    """An `async def` function or async generator is a definition error, not a runtime one."""
+    for fn in (fetch, stream):
+        with pytest.raises(AgentDefinitionError, match="is an async function") as raised:
+            tool_from_function(fn)
+        assert raised.value.code == "TUBELESS_AGENT_INVALID_DEFINITION"
+        with pytest.raises(AgentDefinitionError, match="is an async function"):
+            tubeless.tool(fn)
+
+    async def handler(value: Any, context: Any) -> Any:
+        return value
+
+    with pytest.raises(AgentDefinitionError, match="Tool run handler is an async function"):
+        tubeless.define_tool(description="d", input_schema={}, output_schema={}, run=handler)
+
+
+def test_a_handler_of_the_wrong_arity_is_refused_at_definition() -> None:
+    """`define_tool(run=lambda w: w)` fails when defined, naming the two arguments."""
+    with pytest.raises(AgentDefinitionError) as raised:
+        tubeless.define_tool(description="d", input_schema={}, output_schema={}, run=lambda w: w)
+    assert "Tool run handler must take two arguments, (validated_input, context)" in str(
+        raised.value
+    )
+    with pytest.raises(AgentDefinitionError, match="Tool dry-run preview must take two"):
+        tubeless.define_tool(
+            description="d",
+            input_schema={},
+            output_schema={},
+            run=lambda value, context: value,
+            dry_run=lambda: None,
+        )
+    tool = tubeless.define_tool(
+        description="d", input_schema={}, output_schema={}, run=lambda *args, **kwargs: 1
+    )
+    assert tool.description == "d"

@@ -390,3 +390,13 @@ def test_an_agent_called_from_a_handler_has_its_own_limits() -> None:
 
     assert run.status == "completed"
     assert inner_counting.calls == ["inner0"]
+
+
+def test_a_limit_typo_suggests_the_limit_meant() -> None:
+    """`max_call` is refused with `did you mean max_calls?`; a far miss gets no guess."""
+    with pytest.raises(AgentDefinitionError) as raised:
+        resolve_limits({"max_call": 3})
+    assert str(raised.value) == "Unsupported agent limit: max_call; did you mean max_calls?"
+    with pytest.raises(AgentDefinitionError) as far:
+        resolve_limits({"speed": 3})
+    assert str(far.value) == "Unsupported agent limit: speed"

@@ -125,7 +125,7 @@ def test_a_failed_call_stays_visible_among_many(sink: MemoryTraceSink) -> None:
 
 
 def test_forty_turns_keep_the_current_group_and_31_recent_ones() -> None:
-    """The agent step shows the current turn, the 31 newest settled and an earlier-count row."""
+    """The agent step shows an earlier-count row, the 31 newest settled turns, then the current."""
     hook = Progress()
     decisions = [_batch(1) for _ in range(40)] + [FINISH]
 
@@ -141,10 +141,12 @@ def test_forty_turns_keep_the_current_group_and_31_recent_ones() -> None:
         assert re.match(r"^turn \d+ \(limit 41\)", progress["message"])
     last = hook.payloads[-1]
     groups = [row["id"] for row in last["details"] if GROUP.match(row["id"])]
-    assert groups == ["iteration-41"] + [f"iteration-{n}" for n in range(40, 9, -1)]
-    assert last["details"][-1] == {"id": "earlier-iterations", "name": "9 earlier turns"}
-    assert last["details"][0]["name"] == "turn 41"
+    assert groups == [f"iteration-{n}" for n in range(10, 42)]  # in the order they ran
+    assert last["details"][0] == {"id": "earlier-iterations", "name": "9 earlier turns"}
+    current = next(row for row in last["details"] if row["id"] == "iteration-41")
+    assert current["name"] == "turn 41"
     nested = [row for row in last["details"] if row["id"].startswith("iteration-41/")]
+    assert last["details"][-3:] == nested
     assert [row["id"] for row in nested] == [
         "iteration-41/decide",
         "iteration-41/calls",
@@ -201,3 +203,63 @@ def test_rows_built_in_wire_form_read_as_detail_row_would_make_them(
     assert any(row.get("depth") == 2 for row in rows)  # a call row under its turn's step
     for row in rows:
         assert json.dumps(row) == json.dumps(detail_row(dict(row)))
+
+
+def test_a_settled_turn_keeps_its_failed_calls_and_turns_read_in_order() -> None:
+    """After turn 1 settles, its failed call stays below it, and turn 2 comes after it."""
+    hook = Progress()
+
+    def handler(value: str, context: Any) -> str:
+        if value == "1":
+            raise ToolError("NOPE", "call 1 failed")
+        return value
+
+    run = _agent([_batch(3), _batch(1), FINISH], handler).run(
+        {}, context={"hooks": hook, "now": _every_report_due()}
+    )
+
+    assert run.status == "completed"
+    last = hook.payloads[-1]
+    ids = [row["id"] for row in last["details"] if "/" not in row["id"] or "call-" in row["id"]]
+    assert ids[:3] == ["iteration-1", "iteration-1/calls/call-1", "iteration-2"]
+    failed = next(row for row in last["details"] if row["id"] == "iteration-1/calls/call-1")
+    assert (failed["status"], failed["label"], failed["depth"]) == (
+        "failed",
+        "NOPE: call 1 failed",
+        2,
+    )
+
+
+def test_held_back_progress_goes_out_without_a_later_report() -> None:
+    """A report held back by the 50 ms interval is sent by itself when nothing follows."""
+    release = threading.Event()
+    hook = Progress()
+
+    def handler(value: str, context: Any) -> str:
+        release.wait(30)
+        return value
+
+    clock = FakeClock(tick=0)  # the run's clock stands still: every later report is held
+    result: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: result.append(
+            _agent([_batch(2), FINISH], handler, max_concurrency=2).run(
+                {}, context={"hooks": hook, "now": clock}
+            )
+        )
+    )
+    thread.start()
+    try:
+        for _ in range(600):
+            rows = [row for p in hook.payloads for row in p.get("details", ())]
+            if any(
+                r["id"] == "iteration-1/calls/call-1" and r["status"] == "running" for r in rows
+            ):
+                break
+            threading.Event().wait(0.05)
+        else:
+            raise AssertionError("the running calls never reached the agent's progress")
+    finally:
+        release.set()
+        thread.join()
+    assert result[0].status == "completed"

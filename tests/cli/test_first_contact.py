@@ -108,7 +108,7 @@ def test_a_tool_bug_prints_its_root_cause_once_with_path_and_place(cli: Any) -> 
     result = cli("run", "agent.py", "--", "--cities", "Zero")
     assert result.code == 6
     assert _errors(result.stderr) == [
-        "Error: execution at step agent > calls > tool [TUBELESS_STEP_FAILED] "
+        "Error: execution at step agent > calls > c0 > tool [TUBELESS_STEP_FAILED] "
         "(ZeroDivisionError): division by zero"
     ]
     assert result.stderr.count("TUBELESS_CHILD_FAILED") == 0
@@ -160,3 +160,127 @@ def test_history_shows_tool_codes_failed_calls_newest_first_and_a_limit(cli: Any
     rejected = cli("history", "--store", "runs.db", "--limit", "0")
     assert rejected.code == 1
     assert rejected.stderr.startswith("Error: Argument --limit: must be at least 1, got '0'.")
+
+
+def test_run_without_arguments_names_only_the_required_positional(cli: Any) -> None:
+    """`run` alone exits 1 saying FILE|ID is required; APP-ARG is optional and not named."""
+    result = cli("run")
+    assert result.code == 1
+    first = result.stderr.splitlines()[0]
+    assert first == (
+        "Error: The following arguments are required: FILE|ID. Application flags belong after --."
+    )
+
+
+def test_run_prints_the_run_id_and_history_takes_it_bare(cli: Any) -> None:
+    """`run` ends with `Run id: ...` on stderr; `history` finds the run by its UUID alone."""
+    cli.write("agent.py", AGENT_MODULE)
+    result = cli("run", "--store", "runs.db", "agent.py", "--", "--cities", "Paris")
+    assert result.code == 0, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("Run id: ")]
+    run_id = line.split()[2]
+    bare = run_id.split(":", 1)[1]
+    assert line == f"Run id: {run_id} (tubeless history --store runs.db {bare})"
+    detail = cli("history", "--store", "runs.db", bare)
+    assert detail.code == 0, detail.stderr
+    assert detail.stdout.startswith(f"Run {run_id}\nPipeline weather\nStatus completed\n")
+    failed = cli("run", "agent.py", "--", "--cities", "Zero")
+    assert failed.stderr.count("Run id: weather:") == 1  # a failed run names itself too
+
+
+def test_history_of_an_empty_store_says_so(cli: Any) -> None:
+    """An empty store prints a line saying no runs are recorded, not nothing."""
+    from tubeless.trace import SqliteTraceStore
+
+    SqliteTraceStore(cli.directory / "empty.db").close()
+    result = cli("history", "--store", "empty.db")
+    assert (result.code, result.stdout) == (0, "No runs recorded in empty.db.\n")
+    assert json.loads(cli("history", "--store", "empty.db", "--json").stdout) == {"runs": []}
+
+
+def test_a_dry_run_of_an_agent_without_preview_says_why_it_fails(cli: Any) -> None:
+    """The finalization error names the missing dry-run preview (`dry_run=`)."""
+    cli.write("agent.py", AGENT_MODULE)
+    result = cli("run", "agent.py", "--", "--cities", "Paris", "--dry-run")
+    assert result.code == 6
+    assert _errors(result.stderr) == [
+        "Error: finalization at step __finalize__ [TUBELESS_REQUIRED_OUTPUTS_MISSING]: "
+        "Pipeline weather finalizer requires outputs that were not published: "
+        "agent (skipped by the dry run: it has no dry-run preview, dry_run=)"
+    ]
+
+
+def test_an_agent_commands_help_explains_the_run_controls(cli: Any) -> None:
+    """`-- --help` of an agent says what `--step`, `--dry-run` and `--max-concurrency` do."""
+    cli.write(
+        "agent.py",
+        AGENT_MODULE.replace(
+            "    reduce=reduce,\n", "    reduce=reduce,\n    limits={'max_concurrency': 2},\n"
+        ),
+    )
+    result = cli("run", "agent.py", "--", "--help")
+    assert result.code == 0
+    text = " ".join(result.stdout.split())
+    assert "This command runs an agent: one step, agent," in text
+    assert "--dry-run skips it, as it has no dry_run= preview, so the run fails" in text
+    assert "--step and --target can only name that step, so they run the whole agent" in text
+    assert "the agent runs at most 2 tool call(s) at once (its max_concurrency limit)" in text
+
+
+def test_run_help_says_trace_replaces_and_store_appends(cli: Any) -> None:
+    """`run --help` says a `--trace` file is replaced and a `--store` keeps earlier runs."""
+    text = " ".join(cli("run", "--help").stdout.split())
+    assert "(a file already there is replaced)" in text
+    assert "(created when missing; earlier runs are kept)" in text
+
+
+SUBAGENT_MODULE = """
+from tubeless import define_agent, define_pipeline_command, pipeline_tool
+
+
+def bad_decide(state, context):
+    raise RuntimeError("the model is down")
+
+
+researcher = define_agent(
+    id="researcher", input_schema={"type": "object"}, result_schema={},
+    initial_state=lambda options: {}, decide=bad_decide,
+)
+
+
+def decide(state, context):
+    if context.options.get("solo"):
+        raise RuntimeError("no decision")
+    return {"kind": "continue", "calls": [{"id": "ask-1", "tool": "research", "input": {}}]}
+
+
+planner = define_agent(
+    id="planner",
+    input_schema={"type": "object", "properties": {"solo": {"type": "boolean"}}},
+    result_schema={},
+    initial_state=lambda options: {},
+    decide=decide,
+    tools={"research": pipeline_tool(researcher, description="Research.")},
+)
+command = define_pipeline_command(planner, reporter={"mode": "plain"})
+"""
+
+
+def test_a_subagent_failure_names_the_call_and_the_subagent(cli: Any) -> None:
+    """The error's path goes through the call id and the subagent's id."""
+    cli.write("planner.py", SUBAGENT_MODULE)
+    result = cli("run", "planner.py")
+    assert result.code == 6
+    assert _errors(result.stderr) == [
+        "Error: execution at step agent > calls > ask-1 > researcher > agent > decide "
+        "[TUBELESS_STEP_FAILED] (RuntimeError): the model is down"
+    ]
+
+
+def test_a_decide_failure_counts_no_failed_calls(cli: Any) -> None:
+    """When `decide` fails no tool ran, so the summary has no `failed calls`."""
+    cli.write("planner.py", SUBAGENT_MODULE)
+    result = cli("run", "planner.py", "--", "--solo")
+    assert result.code == 6
+    assert "(status=failed, steps=1, errors=1)" in result.stderr
+    assert "failed calls" not in result.stderr

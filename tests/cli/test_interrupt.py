@@ -7,18 +7,19 @@ import os
 import signal
 import threading
 
+from tubeless.cli import _interrupt
 from tubeless.cli._interrupt import SIGINT_MESSAGE, InterruptGuard
 
 
 def test_the_first_sigint_sets_the_signal_and_prints_one_line() -> None:
-    """SIGINT sets the run's event, prints the line once and restores default handling."""
+    """SIGINT sets the run's event, prints the line once; a second one would kill."""
     run_signal = threading.Event()
     stream = io.StringIO()
     previous = signal.getsignal(signal.SIGINT)
     with InterruptGuard(run_signal, stream) as guard:
         os.kill(os.getpid(), signal.SIGINT)
         assert run_signal.wait(timeout=30)
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is _interrupt._kill
     assert guard.interrupted
     assert stream.getvalue() == f"{SIGINT_MESSAGE}\n"
     assert signal.getsignal(signal.SIGINT) is previous

@@ -236,7 +236,10 @@ def test_history_of_a_resumed_durable_agent_marks_reused_and_interrupted_calls(
     assert resumed.code == 0, resumed.stderr
     assert resumed.stdout == "2 effects, each once (interrupted: effect-2.1)\n"
     runs = json.loads(cli("history", "--json").stdout)["runs"]
-    run_id = [run["runId"] for run in runs if run["pipelineId"] == "durable-effects"][-1]
+    agent_runs = [run for run in runs if run["pipelineId"] == "durable-effects"]
+    # Newest first; the killed run's records reached the store before the kill.
+    assert [run["status"] for run in agent_runs] == ["completed", "running"]
+    run_id = agent_runs[0]["runId"]
 
     tree = cli("history", run_id).stdout.split("\nAgent tree:\n", 1)[1]
     lines = [re.sub(r"  \d+(\.\d+)?ms$", "", line) for line in tree.splitlines()]

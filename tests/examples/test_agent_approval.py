@@ -122,4 +122,38 @@ def test_approvals_reads_only_an_existing_checkpoint_store(cli: Cli) -> None:
     assert cli("run", "--store", "runs.sqlite", str(EXAMPLE), "--", "--outbox", "o").returncode == 8
     trace_store = cli("approvals", "--store", "runs.sqlite")
     assert trace_store.returncode == 2
-    assert "Cannot read checkpoint store" in trace_store.stderr
+    assert "runs.sqlite is a trace store (what run --store writes), not a checkpoint store" in (
+        trace_store.stderr
+    )
+    assert "version" not in trace_store.stderr
+
+
+def test_decisions_for_unknown_or_finished_calls_say_what_waits(cli: Cli) -> None:
+    """An unknown call id lists the waiting calls; decisions for a finished run are reported."""
+    assert cli.run().returncode == 8
+    unknown = cli.run("--approve", "mail-bos")
+    assert unknown.returncode != 0
+    assert "No call 'mail-bos' waits for approval" in unknown.stderr
+    assert "waiting: 'mail-boss' ('send')" in unknown.stderr
+    assert cli.run("--approve", "mail-boss").returncode == 0
+    again = cli.run("--approve", "mail-boss")
+    assert again.returncode == 0  # the saved result, as before
+    assert "already finished: no call waits for approval, so the decisions for 'mail-boss' " in (
+        again.stderr
+    )
+    assert len(cli.sent()) == 2
+
+
+def test_a_waiting_run_reads_waiting_in_progress_and_history(cli: Cli) -> None:
+    """The summary line says `status=waiting` and `history` lists the run as `waiting`."""
+    first = cli.run("--store", "runs.db")
+    assert first.returncode == 8, first.stderr
+    assert "(status=waiting, " in first.stderr
+    assert "status=failed" not in first.stderr
+    listed = cli("history", "--store", "runs.db")
+    (root,) = [line for line in listed.stdout.splitlines() if line.startswith("approval-mail:")]
+    assert root.split("  ")[2] == "waiting"
+    detail = cli("history", "--store", "runs.db", root.split("  ")[0])
+    assert "Status waiting\n" in detail.stdout
+    as_json = json.loads(cli("history", "--store", "runs.db", "--json").stdout)
+    assert {run["status"] for run in as_json["runs"]} == {"failed"}  # the wire form stays

@@ -271,7 +271,10 @@ def test_require_outputs_fails_finalization_when_an_output_is_missing() -> None:
         "__finalize__",
         "TUBELESS_REQUIRED_OUTPUTS_MISSING",
     )
-    assert error.message == "Pipeline req finalizer requires outputs that were not published: a"
+    assert error.message == (
+        "Pipeline req finalizer requires outputs that were not published: "
+        "a (skipped by the dry run: it has no dry-run preview, dry_run=)"
+    )
     assert pipeline.run().value == {"a": 1, "b": None}
 
 

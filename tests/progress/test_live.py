@@ -229,7 +229,7 @@ def full_run() -> list[dict[str, Any]]:
 
 
 FINAL_TREE = [
-    "Pipeline demo: done in 1.6s (status=failed, steps=4, errors=1)",
+    "Pipeline demo (4 steps, dryRun=false)",
     "  ✓ Load Data (42ms)",
     "  ✓ fan (1.5s)",
     "      ✓ shard-a parse",
@@ -237,6 +237,7 @@ FINAL_TREE = [
     "  ✗ later: boom again",
     "  – skipped (dry-run)",
     "  ✓ finalize (3ms)",
+    "Pipeline demo: done in 1.6s (status=failed, steps=4, errors=1)",
 ]
 
 
@@ -322,11 +323,12 @@ def test_interactive_progress_without_total_and_cancelled_details() -> None:
     feed(reporter, [failed("work", "stopped", kind="cancelled"), finished("cancelled", 1, 1, 10)])
     reporter.close()
     assert Screen(24).feed(stream.getvalue()).text() == [
-        "Pipeline demo: done in 10ms (status=cancelled, steps=1, errors=1)",
+        "Pipeline demo (1 steps, dryRun=false)",
         "  – work: cancelled: stopped",
         "    – child cancelled: operator stopped",
         "    ○ queued",
         " " * 68 + "– deep",
+        "Pipeline demo: done in 10ms (status=cancelled, steps=1, errors=1)",
     ]
 
 
@@ -348,8 +350,9 @@ def test_interactive_logs_print_above_the_frame() -> None:
         "second",
         "! careful",
         "✗ broken badly",
-        "Pipeline demo: done in 6ms (status=completed, steps=1, errors=0)",
+        "Pipeline demo (1 steps, dryRun=false)",
         "  ✓ a (5ms)",
+        "Pipeline demo: done in 6ms (status=completed, steps=1, errors=0)",
         "after the run",
     ]
 
@@ -456,9 +459,10 @@ def test_tall_finished_tree_scrolls_out_once() -> None:
     output = stream.getvalue()
     assert output.count("done in") == 1
     screen = Screen(24).feed(output).text()
-    assert screen[0] == "Pipeline demo: done in 90ms (status=completed, steps=1, errors=0)"
+    assert screen[0] == "Pipeline demo (1 steps, dryRun=false)"
     assert screen[1].startswith("  ✓ fan (80ms)")
-    assert screen[2:] == [f"    ✓ item-{index:02d}" for index in range(40)]
+    assert screen[2:-1] == [f"    ✓ item-{index:02d}" for index in range(40)]
+    assert screen[-1] == "Pipeline demo: done in 90ms (status=completed, steps=1, errors=0)"
 
 
 CHILD = textwrap.dedent(
@@ -555,11 +559,9 @@ def test_tall_frame_in_a_small_terminal_shows_a_window(tmp_path: Path) -> None:
     assert all(frame.count("\x1b[K") < 10 for frame in frames)
     assert plain.count("done in") == 1
     screen = Screen(10).feed(output).text()
-    assert screen[-43:-41] == [
-        "Pipeline demo: done in 90ms (status=completed, steps=1, errors=0)",
-        "  ✓ fan (80ms)",
-    ]
-    assert screen[-41:-1] == [f"    ✓ item-{index:02d}" for index in range(40)]
+    assert screen[-44:-42] == ["Pipeline demo (1 steps, dryRun=false)", "  ✓ fan (80ms)"]
+    assert screen[-42:-2] == [f"    ✓ item-{index:02d}" for index in range(40)]
+    assert screen[-2] == "Pipeline demo: done in 90ms (status=completed, steps=1, errors=0)"
 
 
 @pytest.mark.slow
@@ -583,13 +585,14 @@ def test_log_pane_beside_the_frame_on_a_wide_terminal(tmp_path: Path) -> None:
     assert "line 4" not in last_with_pane
     assert "\x1b[2J" not in output
     assert strip_ansi(output).count("line 0\r\n") == 1  # printed once, when the pane goes
-    assert Screen(12).feed(output).text()[-16:] == [
+    assert Screen(12).feed(output).text()[-17:] == [
         *(f"line {index}" for index in range(10)),
         "! first",
         "second",
         "✗ failure message",
-        "Pipeline demo: done in 20ms (status=completed, steps=1, errors=0)",
+        "Pipeline demo (1 steps, dryRun=false)",
         "  ✓ work (12ms)",
+        "Pipeline demo: done in 20ms (status=completed, steps=1, errors=0)",
         "MODE=interactive THREADS=1 BASELINE=1",
     ]
 
@@ -617,6 +620,7 @@ def test_the_final_frame_counts_failed_calls_of_a_completed_run(tmp_path: Path) 
         ]
     )
     screen = Screen(24).feed(run_in_terminal(tmp_path, steps, rows=24, columns=100)).text()
-    assert screen[0] == (
+    assert screen[0] == "Pipeline demo (1 steps, dryRun=false)"
+    assert (
         "Pipeline demo: done in 15ms (status=completed, steps=1, errors=0, failed calls=2)"
-    )
+    ) in screen

@@ -100,10 +100,13 @@ def test_prints_and_logs_appear_above_the_frame_and_no_stale_frame_stays(tmp_pat
     screen = terminal.finish()
     assert screen[:9] == PRINTED
     assert screen[9] == "no newline yet"
-    assert screen[10].startswith("Pipeline noisy: done in ")
+    assert screen[10] == "Pipeline noisy (2 steps, dryRun=false)"
     assert screen[11].startswith("  ✓ work (")
     assert screen[12].startswith("  ✓ later (")
-    assert screen[13:] == ["  ✓ finalize (0ms)", "SUMMARY"]
+    assert screen[13] == "  ✓ finalize (0ms)"
+    assert screen[14].startswith("Pipeline noisy: done in ")
+    assert screen[15] == "SUMMARY"
+    assert screen[16].startswith("Run id: noisy:")
     assert not terminal.screen.cursor.hidden
     assert terminal.process.exitstatus == 0
 
@@ -118,7 +121,8 @@ def test_logs_shown_in_the_pane_stay_on_screen_after_the_run(tmp_path: Path) -> 
     assert screen[:6] == printed
     assert screen[6:9] == logs
     assert screen[9] == "no newline yet"
-    assert screen[10].startswith("Pipeline noisy: done in ")
+    assert screen[10] == "Pipeline noisy (2 steps, dryRun=false)"
+    assert any(line.startswith("Pipeline noisy: done in ") for line in screen[11:])
     assert not any("Logs" in line or "╭" in line or "╰" in line for line in screen)
     assert not terminal.screen.cursor.hidden
 
@@ -134,14 +138,16 @@ def test_ctrl_c_leaves_a_clean_screen(tmp_path: Path) -> None:
     terminal.process.kill(signal.SIGINT)
     screen = terminal.finish()
     summary = next(index for index, line in enumerate(screen) if "done in" in line)
-    assert screen[:summary] == [
+    header = screen.index("Pipeline noisy (2 steps, dryRun=false)")
+    assert screen[:header] == [
         *(line for line in PRINTED if not line.startswith("log")),
         "no newline yetready for ctrl-c",
         "SIGINT received; cancelling pipeline work.",
         *(line for line in PRINTED if line.startswith("log")),
     ]
     assert "status=cancelled" in screen[summary]
-    assert sum("Pipeline noisy" in line for line in screen) == 1
+    assert header < summary
+    assert sum("Pipeline noisy" in line for line in screen) == 2  # the title and the summary
     assert not any("╭" in line or "╰" in line or "│" in line for line in screen)
     assert not any(char in line for line in screen for char in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
     assert not terminal.screen.cursor.hidden

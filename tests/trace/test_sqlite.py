@@ -212,27 +212,62 @@ def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
 
 
 def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
-    """Other connections see nothing until 64 records are buffered or `flush` is called.
-
-    The writer thread commits a full batch, then ends when no other batch follows.
-    """
+    """A full batch of 64 is one commit; the writer thread ends when no record follows."""
     path = tmp_path / "runs.sqlite"
     store = SqliteTraceStore(path)
-    for index in range(63):
-        store.export(_log("run", str(index)))
-    assert store._writer is None
-    assert _count(path) == 0
-    store.export(_log("run", "63"))
+    sizes: list[int] = []
+    insert = store._insert
+
+    def counted(rows: list[Any]) -> Exception | None:
+        sizes.append(len(rows))
+        return insert(rows)
+
+    store._insert = counted  # type: ignore[method-assign]
+    with store._lock:  # the writer cannot take the buffer while 64 records come
+        for index in range(64):
+            store._pending.append(_sqlite.store_row(_log("run", str(index))))
+        store._hand_over(store._pending)
     _writer_done(store)
+    assert sizes == [64]
     assert _count(path) == 64
-    store.export(_log("run", "64"))
-    assert store._writer is None
-    assert _count(path) == 64
-    store.flush()
-    assert _count(path) == 65
-    store.export(_log("run", "65"))
     store.close()
-    assert _count(path) == 66
+
+
+def test_a_partial_batch_reaches_the_file_without_a_flush(tmp_path: Path) -> None:
+    """A record of a slow run is committed by the writer thread without waiting for 63 more."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    store.export(_log("run", "0"))
+    _writer_done(store)
+    assert _count(path) == 1
+    store.export(_log("run", "1"))
+    store.export(_log("run", "2"))
+    _writer_done(store)
+    assert _count(path) == 3
+    assert store._writer is None
+    store.close()
+
+
+def test_a_fast_stream_is_still_committed_in_batches(tmp_path: Path) -> None:
+    """Records exported back to back share commits: far fewer commits than records."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    sizes: list[int] = []
+    insert = store._insert
+
+    def counted(rows: list[Any]) -> Exception | None:
+        sizes.append(len(rows))
+        return insert(rows)
+
+    store._insert = counted  # type: ignore[method-assign]
+    for index in range(64 * 10):
+        store.export(_log("run", str(index)))
+    store.close()
+    assert sum(sizes) == 64 * 10
+    assert len(sizes) < 64
+    with SqliteTraceStore(path, read_only=True) as reader:
+        messages = [record["payload"]["message"] for record in reader.events()]
+    assert messages == [str(index) for index in range(64 * 10)]
 
 
 def test_reads_commit_the_buffer_first(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from tubeless.agent._checkpoint_store import (
 )
 from tubeless.agent._deadline import Retry
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
-from tubeless.agent._function_tools import tool_from_function
+from tubeless.agent._function_tools import tool, tool_from_function
 from tubeless.agent._journal import Durability, ExecutionIds
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._pipeline_tool import pipeline_tool
@@ -83,6 +83,7 @@ __all__ = [
     "parse_decision",
     "pipeline_tool",
     "reject",
+    "tool",
     "tool_from_function",
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
@@ -16,6 +16,7 @@ from tubeless.agent._approvals import (
     check_against,
     check_approvals,
     document_pending,
+    unused_decisions,
     waiting,
 )
 from tubeless.agent._budget import Budget, plain_cost
@@ -41,6 +42,7 @@ from tubeless.agent._tools import (
     input_descriptor,
     tool_pipeline,
     tool_spec,
+    tools_by_name,
 )
 from tubeless.agent._turn import (
     AgentRuntime,
@@ -92,8 +94,12 @@ def _check_callbacks(
 def _registered_tools(agent_id: str, tools: object) -> dict[str, Any]:
     if tools is None:
         return {}
+    if isinstance(tools, (list, tuple)):
+        tools = tools_by_name(tools)
     if not isinstance(tools, Mapping):
-        raise AgentDefinitionError("Agent tools must be a mapping of tool name to tool")
+        raise AgentDefinitionError(
+            "Agent tools must be a mapping of tool name to tool, or a list of named tools"
+        )
     names = sorted(tools, key=lambda name: str(name))
     if len(names) > TOOL_LIMIT:
         raise AgentDefinitionError(f"Agent capability inventory exceeds {TOOL_LIMIT} tools")
@@ -295,12 +301,14 @@ class AgentStep:
         journal = Journal.open(durability, context.options, execution_key_of(context))
         try:
             root = AgentJournal.root(journal, self._identity(context.options))
+            decisions = check_approvals(approvals_of(context))
             if "result" not in root.node and "failure" not in root.node:
                 # Decisions (edits included) are checked against every waiting call of the
                 # tree, before any callback.
-                given = check_approvals(approvals_of(context))
-                journal.approvals = check_against(journal.document, given)
+                journal.approvals = check_against(journal.document, decisions)
                 journal.edits = _checked_edits(self._runtime, journal.document, journal.approvals)
+            elif (unused := unused_decisions(decisions)) is not None:
+                context.log.warning(unused)
             return journal, root
         except BaseException:
             journal.close()
@@ -448,7 +456,7 @@ def define_agent(
     result_schema: SchemaLike,
     initial_state: InitialStateCallback,
     decide: DecideCallback,
-    tools: Mapping[str, AgentTool] | None = None,
+    tools: Mapping[str, AgentTool] | Sequence[AgentTool] | None = None,
     reduce: ReduceCallback | None = None,
     dry_run: DecideCallback | None = None,
     limits: AgentLimits | Mapping[str, int] | None = None,
@@ -467,7 +475,8 @@ def define_agent(
         initial_state: `initial_state(validated_options)` -> plain data (copied, frozen).
         decide: `decide(state, context)` -> an untrusted decision, checked every time.
         tools: tool name -> tool made by `define_tool` or `pipeline_tool` (a subagent or
-            an ordinary pipeline run as a child of the call).
+            an ordinary pipeline run as a child of the call); or a list (or tuple) of
+            named tools made by `@tubeless.tool`, each named by its `name`.
         reduce: `reduce(state, outcomes)` -> next plain state; without it state is kept.
         dry_run: preview decision source used instead of `decide` in dry runs; without
             it a dry run skips the agent.

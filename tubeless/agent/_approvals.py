@@ -304,7 +304,8 @@ def _check_decided(
             code=ALREADY_DECIDED_CODE,
         )
     raise AgentError(
-        f"No call {quote(call_id)} waits for approval in this execution (unknown call id)",
+        f"No call {quote(call_id)} waits for approval in this execution (unknown call id); "
+        f"{_waiting_ids(document)}",
         code=UNKNOWN_CODE,
     )
 
@@ -355,6 +356,31 @@ def check_against(
             code=MISSING_CODE,
         )
     return fresh
+
+
+def _waiting_ids(document: Mapping[str, Any]) -> str:
+    """`waiting: 'a' (tool), ...`, or `none waits`, for an error about an unknown call id."""
+    pending = document_pending(document)
+    if not pending:
+        return "none waits"
+    shown = ", ".join(f"{quote(p.call_id)} ({quote(p.tool)})" for p in pending[:8])
+    more = f" and {len(pending) - 8} more" if len(pending) > 8 else ""
+    return f"waiting: {shown}{more}"
+
+
+def unused_decisions(approvals: Mapping[str, Any]) -> str | None:
+    """What to tell a person whose decisions reach an execution that already finished.
+
+    The run returns the saved result as before (deciding twice changes nothing); the
+    decisions are not silently dropped: this warning says they were not used.
+    """
+    if not approvals:
+        return None
+    shown = ", ".join(quote(call_id) for call_id in list(approvals)[:8])
+    return (
+        f"This execution already finished: no call waits for approval, so the decisions "
+        f"for {shown} were not used"
+    )
 
 
 def rejected_outcome(entry: Mapping[str, Any], message: str) -> FrozenDict:

@@ -327,7 +327,7 @@ class _Batch:
             tool_errors(ran) if isinstance(spec, PipelineToolSpec) else _handler_tool_error(ran)
         )
         if not errors:
-            raise child_failure(pipeline, call.plan, ran)
+            raise child_failure(pipeline, call.plan, ran, item_key=call.id)
         if self._signal.is_set():
             # Cancellation wins over an expected failure: there is no observation to reduce.
             raise RunCancelledError(cancellation_message(self._signal)) from errors[0]

@@ -203,6 +203,9 @@ class SqliteCheckpointStore:
     def _check_version(self, connection: sqlite3.Connection, key: str | None = None) -> int:
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
         if version not in (0, _SCHEMA_VERSION):
+            tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
+            if "agent_checkpoints" not in tables:
+                raise not_a_store(str(self.path), key, tables)
             raise damaged(
                 str(self.path),
                 key,
@@ -299,7 +302,7 @@ class SqliteCheckpointStore:
             if "agent_checkpoints" in tables:
                 yield connection
             elif tables:
-                raise not_a_store(store, key)
+                raise not_a_store(store, key, tables)
             else:
                 yield None  # a file being created by a first lease right now
         except (sqlite3.Error, UnicodeDecodeError) as error:

@@ -18,7 +18,13 @@ from tubeless.agent._agent_contexts import DecisionContext, ToolContext
 from tubeless.agent._deadline import Retry
 from tubeless.agent._docstrings import read_docstring
 from tubeless.agent._remote import RemoteToolContext
-from tubeless.agent._tools import AgentTool, define_tool
+from tubeless.agent._tools import (
+    AgentTool,
+    check_sync_handler,
+    check_tool_name,
+    define_tool,
+    named_tool,
+)
 from tubeless.errors import AgentDefinitionError, MissingExtraError
 
 _MESSAGE_LIMIT = 200
@@ -204,10 +210,14 @@ def tool_from_function(
     The tool's input is an object with one property per parameter (its annotation and
     default; its description from the docstring's `Args:` section); unknown properties
     are rejected. A parameter annotated `ToolContext` (or `RemoteToolContext`, with an
-    executor) receives the tool context instead. The validated input is the arguments'
-    JSON form (what a durable agent saves, an approval shows and `needs_approval` gets);
-    the function receives them typed. The output is checked against the return annotation
-    and handed on in its JSON form (a returned pydantic model becomes a dict).
+    executor), under any name and in any position, receives the tool context instead:
+    the run's `signal` (check it in long loops), `log`, `sleep`, `report_progress`, the
+    durable `execution` ids; it is not part of the input the model sees. `@tubeless.tool`
+    is the decorator form, which also names the tool after the function. The validated
+    input is the arguments' JSON form (what a durable agent saves, an approval shows and
+    `needs_approval` gets); the function receives them typed. The output is checked
+    against the return annotation and handed on in its JSON form (a returned pydantic
+    model becomes a dict).
 
     Args:
         fn: the function; every parameter and the return value need a type annotation.
@@ -222,13 +232,15 @@ def tool_from_function(
         MissingExtraError: `TUBELESS_EXTRA_MISSING` when pydantic is not installed
             (`pip install 'tubeless-pipelines[pydantic]'`).
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the function and
-            what is missing, checked in this order: a parameter's annotation (or a
+            what is missing, checked in this order: an `async def` function (or async
+            generator), which a tool cannot be; a parameter's annotation (or a
             `*args`/`**kwargs` parameter), the return annotation, a description; or a
             type pydantic cannot model; then what `define_tool` checks (the executor and
             whether `fn` pickles, replay, needs_approval, timeout, retry).
     """
     if not callable(fn):
         raise AgentDefinitionError("tool_from_function requires a function")
+    check_sync_handler(fn, f"tool_from_function({_bounded(getattr(fn, '__qualname__', fn))})")
     definition = _Definition(fn, _pydantic())
     parameters = definition.parameters()
     output = definition.output()
@@ -245,3 +257,46 @@ def tool_from_function(
         timeout=timeout,
         retry=retry,
     )
+
+
+@typing.overload
+def tool(fn: Callable[..., Any], /) -> AgentTool: ...
+
+
+@typing.overload
+def tool(
+    fn: None = None, /, *, name: str | None = None, **options: Any
+) -> Callable[[Callable[..., Any]], AgentTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, **options: Any
+) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
+    """Decorate a typed function to make it a tool named after the function.
+
+    `@tubeless.tool` and `@tubeless.tool(replay="safe", ...)` both work; every keyword
+    but `name` goes to `tool_from_function` (`description`, `executor`, `replay`,
+    `needs_approval`, ...), which builds the tool. The decorated name is then the tool,
+    not the function, and it carries its name (`tool.name`), so `define_agent(tools=[...])`
+    takes a list of such tools; in a `tools` mapping the key names the tool instead.
+
+    Args:
+        fn: the function (when used as `@tubeless.tool` without parentheses).
+        name: the tool's name (default: the function's `__name__`): letters, digits, `_`
+            and `-`, starting with a letter, at most 128 characters.
+        options: keyword arguments for `tool_from_function`.
+
+    Raises:
+        AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION` for a name tools cannot
+            have (a lambda's `<lambda>`: give `name=`), or what `tool_from_function` raises.
+        MissingExtraError: as `tool_from_function`, when pydantic is not installed.
+    """
+
+    def decorate(function: Callable[..., Any]) -> AgentTool:
+        tool_name = name if name is not None else getattr(function, "__name__", None)
+        if not isinstance(tool_name, str):
+            raise AgentDefinitionError("tubeless.tool needs name= for a callable without __name__")
+        check_tool_name(tool_name)
+        return named_tool(tool_from_function(function, **options), tool_name)
+
+    return decorate if fn is None else decorate(fn)

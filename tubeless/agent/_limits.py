@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -142,6 +143,14 @@ def _check(name: str, value: object) -> Any:
     return value
 
 
+def _did_you_mean(key: object) -> str:
+    """`; did you mean max_calls?` for a near miss such as `max_call`, else nothing."""
+    if type(key) is not str:
+        return ""
+    close = difflib.get_close_matches(key, _FIELDS, n=1, cutoff=0.85)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimits:
     """Check limits given as `AgentLimits`, a dict with snake_case keys, or `None`.
 
@@ -158,7 +167,7 @@ def resolve_limits(limits: AgentLimits | Mapping[str, Any] | None) -> AgentLimit
     elif isinstance(limits, Mapping):
         for key in limits:
             if key not in _FIELDS:
-                raise AgentDefinitionError(f"Unsupported agent limit: {key}")
+                raise AgentDefinitionError(f"Unsupported agent limit: {key}{_did_you_mean(key)}")
         values = dict(limits)
     else:
         raise AgentDefinitionError("Agent limits must be an AgentLimits or a dict")

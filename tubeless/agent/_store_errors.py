@@ -79,11 +79,16 @@ def damaged(store: str, key: str | None, problem: str) -> CheckpointStoreError:
     )
 
 
-def not_a_store(store: str, key: str | None) -> CheckpointStoreError:
-    """The error of a SQLite file that holds something else (a trace store, say)."""
+def not_a_store(store: str, key: str | None, tables: Sequence[str]) -> CheckpointStoreError:
+    """The error of a SQLite file that holds something else (`tables`: a trace store's, say)."""
+    what = (
+        "a trace store (what run --store writes), not a checkpoint store"
+        if "pipeline_run_events" in tables
+        else "not a checkpoint store (it has no checkpoint table)"
+    )
     return CheckpointStoreError(
-        f"{store} is not a checkpoint store (it has no checkpoint table); give the path of "
-        "the file the durable agent writes",
+        f"{store} is {what}; give the path of the file the durable agent writes (its "
+        "Durability store)",
         code=INVALID_CODE,
         store=store,
         key=key,

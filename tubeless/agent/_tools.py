@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import inspect
 import re
 import threading
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._frozen import FrozenDict
@@ -46,6 +47,8 @@ class _ToolSpec:
     retry: Retry | None = None
     batch_check: Callable[[threading.Event, str], None] | None = None
     source_version: str | None = None
+    name: str | None = None
+    """The name the tool carries (`@tubeless.tool`), for `define_agent(tools=[...])`."""
 
 
 @typing.final
@@ -55,6 +58,7 @@ class AgentTool:
     Attributes:
         description: what the tool does (shown to models).
         input_json_schema: the frozen input descriptor (draft 2020-12, keys sorted).
+        name: the name a tool made by `@tubeless.tool` carries, else `None`.
     """
 
     __slots__ = ("_spec",)
@@ -91,6 +95,15 @@ class AgentTool:
     def input_json_schema(self) -> FrozenDict:
         """The frozen input descriptor (draft 2020-12, keys sorted)."""
         return self._spec.input_json_schema
+
+    @property
+    def name(self) -> str | None:
+        """The name a tool made by `@tubeless.tool` carries (its function's), else `None`.
+
+        `define_agent(tools=[...])` names each tool of a list by it; in a mapping the key
+        names the tool.
+        """
+        return getattr(self._spec, "name", None)
 
     def __repr__(self) -> str:
         return f"AgentTool({self.description[:40]!r})"
@@ -138,6 +151,87 @@ def source_tool(
     return new_tool(
         dataclasses.replace(spec, batch_check=batch_check, source_version=source_version)
     )
+
+
+def check_tool_name(name: str) -> None:
+    """Refuse a name tools cannot have.
+
+    Raises:
+        AgentDefinitionError: saying the rule (`TOOL_NAME_RULE`).
+    """
+    if not TOOL_NAME.fullmatch(name):
+        raise AgentDefinitionError(f"Invalid tool name: {quote(name)} (use {TOOL_NAME_RULE})")
+
+
+def named_tool(tool: AgentTool, name: str) -> AgentTool:
+    """`tool`, carrying `name` (checked against the tool-name rule).
+
+    Raises:
+        AgentDefinitionError: for a name tools cannot have, or a tool `pipeline_tool` made.
+    """
+    check_tool_name(name)
+    spec = tool_spec(tool)
+    if not isinstance(spec, _ToolSpec):
+        raise AgentDefinitionError("Only a tool made by define_tool can carry a name")
+    return new_tool(dataclasses.replace(spec, name=name))
+
+
+def check_sync_handler(handler: object, label: str) -> None:
+    """Refuse an `async def` function (or async generator) where a sync callable belongs.
+
+    Tools run on threads and are called, never awaited: an async handler would return a
+    coroutine nobody awaits ("coroutine was never awaited") instead of its value.
+
+    Raises:
+        AgentDefinitionError: naming `label` and saying what to do instead.
+    """
+    call = getattr(handler, "__call__", None)  # noqa: B004 - an object's async __call__
+    functions = (handler, call)
+    if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in functions):
+        raise AgentDefinitionError(
+            f"{label} is an async function: tools are called on threads, never awaited; "
+            "define it with def (run blocking I/O in it directly)"
+        )
+
+
+def check_arity(handler: Callable[..., Any], label: str, parameters: str) -> None:
+    """Refuse a handler that cannot be called with two positional arguments.
+
+    A handler whose signature cannot be read (some builtins) is accepted as it is.
+
+    Raises:
+        AgentDefinitionError: naming `label` and the two arguments it must take.
+    """
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError as error:
+        raise AgentDefinitionError(
+            f"{label} must take two arguments, {parameters}: {quote(str(error), 200)}"
+        ) from None
+
+
+def tools_by_name(tools: Sequence[object]) -> dict[str, Any]:
+    """A list of named tools (`@tubeless.tool`) as the mapping their names make.
+
+    Raises:
+        AgentDefinitionError: for an item that carries no name, or two with one name.
+    """
+    named: dict[str, Any] = {}
+    for tool in tools:
+        name = tool.name if isinstance(tool, AgentTool) else None
+        if name is None:
+            raise AgentDefinitionError(
+                "Agent tools given as a list must carry names (made by @tubeless.tool); "
+                "give a mapping of tool name to tool for the others"
+            )
+        if name in named:
+            raise AgentDefinitionError(f"Agent tools list two tools named {quote(name)}")
+        named[name] = tool
+    return named
 
 
 def _schema(value: object, label: str) -> Schema:
@@ -237,8 +331,10 @@ def define_tool(
         description: what the tool does, non-blank, at most 4096 characters.
         input_schema: validates (and may transform) the model's raw arguments.
         output_schema: validates (and may transform) what `run` returns.
-        run: `run(validated_input, context)`; raise `ToolError(code, message)` for an
-            expected domain failure the agent should see.
+        run: `run(validated_input, context)`, a plain (not `async`) callable taking two
+            arguments (checked here); raise `ToolError(code, message)` for an expected
+            domain failure the agent should see. `context` is a `ToolContext`: the
+            run's `signal`, `log`, `sleep`, `report_progress`, `execution` ids, ...
         input_json_schema: explicit input descriptor, used instead of the schema's own.
         dry_run: `None`/`"skip"` (skip in dry runs) or a preview with `run`'s signature.
         executor: run the handler body there instead of on the call's thread: any
@@ -270,8 +366,9 @@ def define_tool(
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
-            description, output schema, handler and dry-run policy, executor and whether
-            the handler pickles, replay, needs_approval, timeout, retry, input descriptor.
+            description, output schema, handler and dry-run policy (callable, not async,
+            taking two arguments), executor and whether the handler pickles, replay,
+            needs_approval, timeout, retry, input descriptor.
     """
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
@@ -280,6 +377,11 @@ def define_tool(
             "Tool requires a callable run handler and a dry-run policy of None, 'skip' or a "
             "callable preview"
         )
+    check_sync_handler(run, "Tool run handler")
+    check_arity(run, "Tool run handler", "(validated_input, context)")
+    if callable(dry_run):
+        check_sync_handler(dry_run, "Tool dry-run preview")
+        check_arity(dry_run, "Tool dry-run preview", "(validated_input, context)")
     if executor is not None:
         check_remote_handler(run, executor, "Tool")
     if replay not in ("safe", "unsafe"):

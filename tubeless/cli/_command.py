@@ -16,6 +16,7 @@ from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._command_flags import CliParameter
 from tubeless.cli._command_options import (
     EXECUTION_KEY_FLAG,
+    agent_controls_note,
     control_parameters,
     domain_values,
     run_controls,
@@ -157,6 +158,7 @@ def define_pipeline_command(
         builtins=builtins,
         configure=configure,
         validate=validate,
+        controls_note=agent_controls_note(pipeline),
     )
     return PipelineCommand(
         pipeline,

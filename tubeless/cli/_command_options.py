@@ -19,6 +19,7 @@ __all__ = [
     "CONTROL_FLAGS",
     "CONTROL_KEYS",
     "EXECUTION_KEY_FLAG",
+    "agent_controls_note",
     "control_parameters",
     "domain_values",
     "run_controls",
@@ -109,6 +110,34 @@ def control_parameters(
         description = f"{parameter.description}; {noun}: {', '.join(ids) or 'none'}"
         flags.append(dataclasses.replace(parameter, choices=ids, description=description))
     return tuple(flags)
+
+
+def agent_controls_note(pipeline: Any) -> str | None:
+    """What the run controls mean for an agent, or `None` when `pipeline` is not one.
+
+    An agent is one pipeline step, `agent`, so the controls act on the whole agent; its
+    own `max_concurrency` limit, not `--max-concurrency`, bounds its tool calls.
+    """
+    try:
+        steps = pipeline.definition.to_dict()["steps"]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    if len(steps) != 1 or not isinstance(steps[0].get("agent"), Mapping):
+        return None
+    limits = steps[0]["agent"].get("limits", {})
+    calls = limits.get("maxConcurrency", 1)
+    preview = (
+        "previews it with its dry_run= decision source"
+        if steps[0].get("dryRun") != "skip"
+        else "skips it, as it has no dry_run= preview, so the run fails"
+    )
+    return (
+        f"This command runs an agent: one step, {steps[0]['id']}, that loops decide, calls "
+        f"and reduce. --dry-run {preview}; --step and --target can only name that step, "
+        "so they run the whole agent; --continue-on-error has no other step to go on with; "
+        "--max-concurrency bounds pipeline steps, not tool calls: the agent runs at most "
+        f"{calls} tool call(s) at once (its max_concurrency limit)."
+    )
 
 
 def domain_values(values: Mapping[str, Any]) -> dict[str, Any]:

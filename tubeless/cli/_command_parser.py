@@ -85,6 +85,7 @@ class CommandArguments:
         builtins: the run-control flags.
         configure: explicit mode: adds the command's own arguments to a fresh parser.
         validate: extra checks on the parsed values, returning error strings.
+        controls_note: shown above the run controls in the help (what they mean here).
 
     Raises:
         ValueError: for a reserved or duplicate flag, or a `configure` that fails.
@@ -99,6 +100,7 @@ class CommandArguments:
         builtins: tuple[CliParameter, ...],
         configure: Configure | None,
         validate: Validate | None,
+        controls_note: str | None = None,
     ) -> None:
         _check_domain(domain, builtins)
         self.name = name
@@ -107,6 +109,7 @@ class CommandArguments:
         self.builtins = builtins
         self._configure = configure
         self._validate = validate
+        self._controls_note = controls_note
         self._explicit_keys: tuple[str, ...] = ()
         if configure is not None:
             self._explicit_keys = self._check_configure()
@@ -133,7 +136,8 @@ class CommandArguments:
         )
         for parameter in self.domain:
             parameter.add_to(parser)
-        controls = parser.add_argument_group("run controls")
+        note = None if self._controls_note is None else help_text(self._controls_note)
+        controls = parser.add_argument_group("run controls", description=note)
         for parameter in self.builtins:
             parameter.add_to(controls)
         before = len(parser._actions)

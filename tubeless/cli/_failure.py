@@ -87,11 +87,28 @@ def _roots(run: Any, path: tuple[str, ...], depth: int) -> list[_Root]:
             for child in children:
                 result = getattr(child, "result", None)
                 if result is not None:
-                    nested += _roots(result, here, depth + 1)
+                    nested += _roots(result, _child_path(here, run, child), depth + 1)
                 else:
                     nested += _item_roots(child, here, depth + 1)
         roots += nested or [_Root(diagnostic, exception, here)]
     return roots
+
+
+def _child_path(path: tuple[str, ...], run: Any, child: BaseException) -> tuple[str, ...]:
+    """The path into a child run: the call (or item) it ran for, and another pipeline's id.
+
+    A tool's or a turn's run belongs to its agent (`planner/turn`); a subagent or a
+    pipeline tool does not (`researcher`), so its id is named: `agent > calls > ask-1 >
+    researcher > agent > decide`.
+    """
+    item = getattr(child, "item_key", None)
+    if isinstance(item, str) and item:
+        path = (*path, item)
+    parent = str(getattr(run, "pipeline_id", "")).split("/")[0]
+    pipeline = str(getattr(getattr(child, "result", None), "pipeline_id", ""))
+    if pipeline and pipeline.split("/")[0] != parent:
+        path = (*path, pipeline)
+    return path
 
 
 def _item_roots(exception: BaseException, path: tuple[str, ...], depth: int) -> list[_Root]:

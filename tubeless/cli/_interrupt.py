@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
 from types import FrameType, TracebackType
 from typing import Any, TextIO
+
+from tubeless.progress import restore_terminals
 
 __all__ = ["SIGINT_MESSAGE", "InterruptGuard"]
 
@@ -15,11 +18,19 @@ SIGINT_MESSAGE = "SIGINT received; cancelling pipeline work."
 """The one line printed on stderr for the first SIGINT."""
 
 
+def _kill(signum: int, frame: FrameType | None) -> None:
+    """The second SIGINT: put the terminal back (a live frame), then die of SIGINT."""
+    restore_terminals()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 class InterruptGuard:
     """While active, the first SIGINT sets `run_signal` and prints one line on `stream`.
 
-    The handler then restores the default SIGINT handling, so a second Ctrl-C kills the
-    process at once while the run drains. Outside the main thread (where Python cannot
+    A second Ctrl-C kills the process at once while the run drains: it erases a live
+    progress frame and shows the cursor again (`restore_terminals`), then dies of SIGINT
+    as the default handling would. Outside the main thread (where Python cannot
     install signal handlers) the guard does nothing. Leaving it restores the old handler.
 
     The line is written by a helper thread, never by the handler itself: the main thread
@@ -59,7 +70,7 @@ class InterruptGuard:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.interrupted = True
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, _kill)
         # The handler runs on the main thread, which may hold the event's internal lock
         # right now (inside `Event.wait`) or be inside a buffered write (which refuses a
         # re-entrant one): another thread writes the line and sets the event.

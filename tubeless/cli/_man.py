@@ -10,17 +10,20 @@ from the parser or the release.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tubeless._version import DISTRIBUTION, package_version
 from tubeless.cli._workbench_parser import get_parser
 
-__all__ = ["CHANGELOG", "SECTIONS", "main", "release_date", "render_man_page"]
+__all__ = ["CHANGELOG", "SECTIONS", "main", "man_parser", "release_date", "render_man_page"]
 
 CHANGELOG = Path("CHANGELOG.md")
 """The changelog whose release headings date the page (a checkout's, so relative)."""
@@ -154,6 +157,32 @@ codes or its attempt times out; retries are not charged to max_calls.""",
 """Sections after the commands: (heading, roff text), in page order."""
 
 
+def _unwrapped(parser: argparse.ArgumentParser) -> None:
+    """Give `parser` and its subparsers a formatter that never wraps (groff wraps)."""
+    formatter: Any = parser.formatter_class  # every argparse formatter takes width=
+    parser.formatter_class = functools.partial(formatter, width=int(_WIDTH))
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _unwrapped(child)
+
+
+def man_parser() -> argparse.ArgumentParser:
+    """The real `tubeless` parser, carrying the page's extra sections, for argparse-manpage.
+
+    The packaging builds the installed page from it (`[build_manpages]` in `setup.cfg`:
+    `function=man_parser`), as `render_man_page` builds the committed one, so both hold
+    the same commands, options and sections.
+    """
+    parser = get_parser()
+    _unwrapped(parser)
+    # argparse-manpage keeps a parser's extra sections in `_manpage` (see its add_section).
+    parser._manpage = [  # type: ignore[attr-defined]
+        {"heading": heading.lower(), "content": body} for heading, body in SECTIONS
+    ]
+    return parser
+
+
 @contextlib.contextmanager
 def _fixed_width() -> Iterator[None]:
     previous = os.environ.get("COLUMNS")
@@ -175,7 +204,7 @@ def render_man_page(changelog: Path = CHANGELOG) -> str:
     text = changelog.read_text(encoding="utf-8") if changelog.is_file() else ""
     with _fixed_width():
         page = Manpage(
-            get_parser(),
+            man_parser(),
             _data={
                 "date": release_date(text, version),
                 "project_name": f"{DISTRIBUTION} {version}",
@@ -183,8 +212,6 @@ def render_man_page(changelog: Path = CHANGELOG) -> str:
                 "description": "inspect, plan, draw and run tubeless pipelines",
             },
         )
-        for heading, body in SECTIONS:
-            page.add_section(heading, "=", body)
         return str(page)
 
 

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from tubeless._quote import quote
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._workbench_parser import DEFAULT_STORE
 from tubeless.cli._workbench_stores import open_trace_reader
@@ -94,6 +95,34 @@ def _summary(run: Any, failed_calls: int) -> dict[str, Any]:
     return out
 
 
+def _full_run_id(arguments: argparse.Namespace) -> argparse.Namespace:
+    """`arguments` with a bare run UUID (no `PIPELINE:` prefix) made the full run id.
+
+    A run id is `<pipeline id>:<uuid>`; the UUID alone names one run too. An id that
+    matches no run's UUID is kept as it is (and reported unknown).
+
+    Raises:
+        CliUsageError: when the UUID ends several recorded run ids.
+    """
+    bare = arguments.run_id
+    if bare is None or ":" in bare:
+        return arguments
+    found = sorted({record["runId"] for record in _all_records(arguments)})
+    matches = [run_id for run_id in found if run_id.rpartition(":")[2] == bare]
+    if len(matches) > 1:
+        shown = ", ".join(quote(match) for match in matches[:8])
+        raise CliUsageError([f"Run id {quote(bare)} is ambiguous: {shown}."])
+    if not matches:
+        return arguments
+    return argparse.Namespace(**{**vars(arguments), "run_id": matches[0]})
+
+
+def _source_name(arguments: argparse.Namespace) -> str:
+    if arguments.trace is not None:
+        return str(arguments.trace)
+    return str(arguments.store or DEFAULT_STORE)
+
+
 def _unknown_run(run_id: str) -> CliUsageError:
     return CliUsageError([f'Unknown run "{run_id}".'])
 
@@ -101,6 +130,20 @@ def _unknown_run(run_id: str) -> CliUsageError:
 def _write(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def _write_list(arguments: argparse.Namespace, runs: list[Any], counts: Any) -> None:
+    """The run list: JSON, one line per run, or a line saying the source holds none."""
+    from tubeless.trace import format_run_list
+
+    listed = _newest_first(runs, arguments.limit)
+    if arguments.json:
+        summaries = [_summary(run, counts.get(run.run_id, 0)) for run in listed]
+        _write(json.dumps({"runs": summaries}, indent=2, ensure_ascii=False) + "\n")
+    elif not listed:
+        _write(f"No runs recorded in {_source_name(arguments)}.\n")
+    else:
+        _write(format_run_list(listed, counts))
 
 
 def handle_history(arguments: argparse.Namespace) -> int:
@@ -119,11 +162,11 @@ def handle_history(arguments: argparse.Namespace) -> int:
         failed_call_counts,
         format_agent_history,
         format_run_detail,
-        format_run_list,
         project_runs,
     )
 
     try:
+        arguments = _full_run_id(arguments)
         rows = _read_events(arguments)
     except (TraceStoreError, TraceSinkError) as error:
         raise CliLoadError(str(error)) from error
@@ -136,13 +179,7 @@ def handle_history(arguments: argparse.Namespace) -> int:
         return ExitCode.SUCCESS
     runs = project_runs([record for _, record in rows], [row_id for row_id, _ in rows])
     if run_id is None:
-        listed = _newest_first(runs, arguments.limit)
-        counts = failed_call_counts(record for _, record in rows)
-        if arguments.json:
-            summaries = [_summary(run, counts.get(run.run_id, 0)) for run in listed]
-            _write(json.dumps({"runs": summaries}, indent=2, ensure_ascii=False) + "\n")
-        else:
-            _write(format_run_list(listed, counts))
+        _write_list(arguments, runs, failed_call_counts(record for _, record in rows))
         return ExitCode.SUCCESS
     found = next((run for run in runs if run.run_id == run_id), None)
     if found is None:

@@ -154,14 +154,15 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
     parser.add_argument(
         "--trace",
         metavar="PATH",
-        help="Write the run's trace as NDJSON to PATH, or to stdout for '-' (everything "
-        "else then goes to stderr).",
+        help="Write the run's trace as NDJSON to PATH (a file already there is replaced), "
+        "or to stdout for '-' (everything else then goes to stderr).",
     )
     parser.add_argument(
         "--store",
         metavar="PATH|URL",
-        help="Append the run's trace records to the SQLite store at PATH, or to the "
-        "PostgreSQL database at a postgresql:// URL (needs the postgres extra).",
+        help="Append the run's trace records to the SQLite store at PATH (created when "
+        "missing; earlier runs are kept), or to the PostgreSQL database at a postgresql:// "
+        "URL (needs the postgres extra).",
     )
     parser.add_argument(
         "--traceback",
@@ -186,6 +187,7 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
     parser.add_argument(
         "app_args",
         nargs="*",
+        default=[],  # optional: without a default argparse lists it as required
         metavar="APP-ARG",
         help="The command's own arguments, after a bare --.",
     )
@@ -222,7 +224,11 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
         "newest first).",
     )
     parser.add_argument(
-        "run_id", nargs="?", metavar="RUN_ID", help="Show this run in detail instead of the list."
+        "run_id",
+        nargs="?",
+        metavar="RUN_ID",
+        help="Show this run in detail instead of the list: its full id "
+        "(PIPELINE:UUID, as run prints it) or the UUID alone.",
     )
 
 

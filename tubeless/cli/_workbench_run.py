@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 import threading
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from tubeless.cli._workbench_sources import resolve_target
 from tubeless.cli._workbench_stdout import diverted_stdout
 from tubeless.cli._workbench_stores import is_store_url, open_trace_writer
 from tubeless.errors import AgentError, CliHelpRequested, CliUsageError, CliValidationError
+from tubeless.progress import sanitize_terminal_text
 
 __all__ = ["handle_run"]
 
@@ -76,8 +78,40 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
             print_failure(error, sys.stderr)
             return ExitCode.EXECUTION
         show = want_traceback(bool(arguments.traceback))
-        code = _execute(command, app_args, sink, target.cwd, approvals, show_traceback=show)
+        where = RunIdLine(arguments.store, arguments.trace)
+        code = _execute(
+            command, app_args, sink, target.cwd, approvals, show_traceback=show, run_id=where
+        )
         return _close(sink, code)
+
+
+class RunIdLine:
+    """Notes the root run's id as it starts and prints it on stderr once the run ends.
+
+    With `--store` (or a `--trace` file) the line says how to show the run again.
+    """
+
+    def __init__(self, store: str | None, trace: str | None) -> None:
+        self.run_id: str | None = None
+        self._store = store
+        self._trace = None if trace == "-" else trace
+
+    def on_pipeline_start(self, record: dict[str, Any]) -> None:
+        """Keep the first run without a parent: the command's own run."""
+        if self.run_id is None and not record.get("parentRunId"):
+            self.run_id = str(record["runId"])
+
+    def print(self) -> None:
+        """Write `Run id: ...` (and the history command that shows it) to stderr."""
+        if self.run_id is None:
+            return
+        line = f"Run id: {sanitize_terminal_text(self.run_id)}"
+        bare = sanitize_terminal_text(self.run_id.rpartition(":")[2])
+        if self._store is not None:
+            line += f" (tubeless history --store {shlex.quote(self._store)} {bare})"
+        elif self._trace is not None:
+            line += f" (tubeless history --trace {shlex.quote(self._trace)} {bare})"
+        print(line, file=sys.stderr, flush=True)
 
 
 def _open_sink(store: str | None, trace: Any) -> Any:
@@ -107,9 +141,10 @@ def _execute(
     approvals: dict[str, Any],
     *,
     show_traceback: bool,
+    run_id: RunIdLine,
 ) -> int:
     run_signal = threading.Event()
-    context: dict[str, Any] = {"signal": run_signal}
+    context: dict[str, Any] = {"signal": run_signal, "hooks": [run_id]}
     if approvals:
         context["approvals"] = approvals
     if sink is not None:
@@ -120,12 +155,14 @@ def _execute(
     with InterruptGuard(run_signal) as guard:
         try:
             command.run(app_args, context=context)
+            run_id.print()
         except CliHelpRequested as request:
             print(request.help_text.rstrip("\n"), file=sys.stdout, flush=True)
         except CliValidationError as rejected:
             print_rejected(rejected, sys.stderr)
             code = ExitCode.VALIDATION
         except Exception as error:
+            run_id.print()
             print_failure(error, sys.stderr, show_traceback=show_traceback, flag=True)
             code = exit_code_for(error)
     return ExitCode.CANCELLATION if guard.interrupted else code

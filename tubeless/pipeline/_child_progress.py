@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from tubeless._diagnostics import WAITING_CODES
 from tubeless.pipeline._handler_context import WireRows, checked_row, clean_text
 from tubeless.pipeline._plan import PipelinePlan
-from tubeless.trace import TRACE_STRING_LIMIT
+from tubeless.trace import TRACE_LIST_LIMIT, TRACE_STRING_LIMIT
 
 DETAIL_GROUP_LIMIT = 32
 _TERMINAL = {
@@ -120,6 +120,20 @@ class ChildRunTracker:
         """One row per child step, plus the running steps' own detail rows one level deeper."""
         return self.wire_rows(prefix, depth)[0]
 
+    def setback_rows(self, prefix: str, depth: int) -> list[Row]:
+        """The failed and cancelled detail rows of the child steps, as `rows` shows them.
+
+        Unlike `rows`, it looks inside settled steps too: a batch of calls completes
+        although a call in it failed.
+        """
+        rows: list[Row] = []
+        for step_id in self._order:
+            progress = self._progress.get(step_id)
+            if progress is not None:
+                nested = _nested_rows(progress.get("details", ()), f"{prefix}{step_id}/", depth)
+                rows += _setbacks_of(nested)
+        return rows
+
     def wire_rows(self, prefix: str, depth: int) -> tuple[list[Row], bool]:
         """`rows(prefix, depth)`, and whether they are all in wire form (see `WireRows`).
 
@@ -145,6 +159,10 @@ class ChildRunTracker:
                 wire = wire and all(len(row["id"]) <= TRACE_STRING_LIMIT for row in nested)
                 rows += nested
         return rows, wire
+
+
+def _setbacks_of(rows: list[Row]) -> list[Row]:
+    return [row for row in rows if row.get("status") in _SETBACKS]
 
 
 def _nested_rows(details: Sequence[Mapping[str, Any]], prefix: str, depth: int) -> list[Row]:
@@ -267,11 +285,18 @@ class FanOutProgress:
         return rows
 
 
-class IterationProgress:
-    """Progress of an `iterate_pipeline` step: the current group, then newest settled ones.
+SETTLED_SETBACK_LIMIT = 4
+"""Failed or cancelled rows (an agent's failed calls) a settled group keeps below it."""
 
-    The count is against a limit, not an estimate, and says so: `turn 3 (limit 6)` for
-    an agent (`unit="turn"`). Each new iteration is reported at once.
+
+class IterationProgress:
+    """Progress of an `iterate_pipeline` step: settled groups oldest first, then the current.
+
+    The rows read in the order things happened: `turn 1`, `turn 2`, ..., the running
+    group last with its child rows. A settled group keeps its failed and cancelled rows
+    (at most 4), so a call that failed in an earlier turn stays in view. The count is
+    against a limit, not an estimate, and says so: `turn 3 (limit 6)` for an agent
+    (`unit="turn"`). Each new iteration is reported at once.
     """
 
     def __init__(self, max_iterations: int, offer: Offer, *, unit: str = "iteration") -> None:
@@ -283,7 +308,8 @@ class IterationProgress:
         self._index = 0
         self._tracker: ChildRunTracker | None = None
         self._status = "pending"
-        self._settled: list[Row] = []
+        self._settled: list[list[Row]] = []
+        """Each settled group's rows: its own row, then its setback rows; oldest first."""
         self._dropped = 0
 
     def track(self, index: int, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
@@ -298,12 +324,21 @@ class IterationProgress:
         """Mark the current iteration completed, failed or cancelled, and keep its group."""
         self._status = status
         self.publish(status in _SETBACKS)
-        # A settled group never changes: its row is checked once, not in every snapshot.
-        self._settled.insert(0, checked_row(self._group_row()))
+        # A settled group never changes: its rows are checked once, not in every snapshot.
+        group = [checked_row(self._group_row()), *self._setback_rows()]
+        self._settled.append(group)
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
-            self._settled.pop()
+            self._settled.pop(0)
             self._dropped += 1
         self._tracker = None
+
+    def _setback_rows(self) -> list[Row]:
+        """The failed and cancelled rows inside the settling group, as its running rows were."""
+        tracker = self._tracker
+        if tracker is None:
+            return []
+        setbacks = tracker.setback_rows(f"iteration-{self._index}/", 2)
+        return [checked_row(row) for row in setbacks[:SETTLED_SETBACK_LIMIT]]
 
     def _group_row(self) -> Row:
         row: Row = {
@@ -323,17 +358,28 @@ class IterationProgress:
         message = f"{self._unit} {self._index} (limit {self._max})"
         # The group rows are the tracker's own; its unit, a label the library gives.
         rows: list[Row] = WireRows() if self._plain_unit else []
+        current: list[Row] = []
+        wire = True
         if self._tracker is not None:
             child = self._tracker.message()
             if child:
                 message += f": {child}"
-            rows.append(self._group_row())
-            child_rows, wire = self._tracker.wire_rows(f"iteration-{self._index}/", 1)
-            rows += child_rows
-            if not wire:
-                rows = list(rows)
-        rows += self._settled
-        if self._dropped:
-            earlier = f"{self._dropped} earlier {self._unit}s"
-            rows.append({"id": "earlier-iterations", "name": earlier})
+            current, wire = self._tracker.wire_rows(f"iteration-{self._index}/", 1)
+            current.insert(0, self._group_row())
+        # The running group comes last, so it must fit: older groups give way to it.
+        room = TRACE_LIST_LIMIT - len(current) - 1
+        shown = 0
+        for group in reversed(self._settled):
+            if len(group) > room:
+                break
+            room -= len(group)
+            shown += 1
+        hidden = self._dropped + len(self._settled) - shown
+        if hidden:
+            rows.append({"id": "earlier-iterations", "name": f"{hidden} earlier {self._unit}s"})
+        for group in self._settled[len(self._settled) - shown :]:
+            rows += group
+        rows += current
+        if not wire:
+            rows = list(rows)
         return self._index - 1, self._max, message, rows

@@ -40,11 +40,12 @@ def observed(context: ExecutionContext) -> bool:
 
 
 def child_failure(
-    pipeline: Pipeline, plan: PipelinePlan, result: PipelineRun
+    pipeline: Pipeline, plan: PipelinePlan, result: PipelineRun, *, item_key: str | None = None
 ) -> PipelineExecutionError:
     """The error a parent step raises for a child run that did not complete.
 
-    Its `__cause__` is the exception behind the child's first error.
+    Its `__cause__` is the exception behind the child's first error; `item_key` (an
+    agent's call id) names the child in the error, for a person reading where it failed.
     """
     if not plan.ok:
         first = plan.errors[0].message if plan.errors else "invalid plan"
@@ -54,6 +55,7 @@ def child_failure(
         message = f"Child pipeline {pipeline.id} failed at {where}: {why}"
     error = PipelineExecutionError(result, message)
     error.__cause__ = result.first_exception()
+    error.item_key = item_key
     return error
 
 

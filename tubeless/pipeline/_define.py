@@ -10,6 +10,7 @@ from tubeless.errors import (
     PipelineCancelledError,
     PipelineDefinitionError,
     PipelineExecutionError,
+    PipelineWaitingError,
     TraceRecordError,
     TubelessError,
 )
@@ -43,16 +44,25 @@ def _required_finalizer(
     required: Sequence[Step], callback: Finalizer, pipeline_id: str
 ) -> Finalizer:
     def finalize(outputs: dict[str, Any], context: ExecutionContext) -> Any:
-        missing = [step.id for step in required if step.id not in outputs]
+        missing = [step for step in required if step.id not in outputs]
         if missing:
+            names = ", ".join(_missing_name(step, dry_run=context.dry_run) for step in missing)
             raise TubelessError(
                 f"Pipeline {pipeline_id} finalizer requires outputs that were not published: "
-                f"{', '.join(missing)}",
+                f"{names}",
                 code="TUBELESS_REQUIRED_OUTPUTS_MISSING",
             )
         return callback(outputs, context)
 
     return finalize
+
+
+def _missing_name(step: Step, *, dry_run: bool) -> str:
+    """A missing output's step id, saying why when a dry run skipped the step."""
+    if dry_run and step.dry_run == "skip":
+        # An agent without `dry_run=` compiles to such a step: its dry run cannot finish.
+        return f"{step.id} (skipped by the dry run: it has no dry-run preview, dry_run=)"
+    return step.id
 
 
 def _compile_finalizer(
@@ -321,12 +331,16 @@ class Pipeline:
         Raises:
             PipelineCancelledError: when the run ended `cancelled`: a `RunCancelledError`
                 and a `PipelineExecutionError` both.
+            PipelineWaitingError: when a durable agent of the run stopped for tool calls
+                that need approval (`.pending_approvals`); also a `PipelineExecutionError`.
             PipelineExecutionError: when the run did not complete; `.result` is the run and
                 `__cause__` the exception behind its first error.
         """
         result = self.run(options, controls=controls, context=context)
         if result.status == "cancelled":
             raise PipelineCancelledError(result) from result.first_exception()
+        if result.waiting:
+            raise PipelineWaitingError(result) from result.first_exception()
         if result.status != "completed":
             raise PipelineExecutionError(result) from result.first_exception()
         return result.value

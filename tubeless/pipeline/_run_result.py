@@ -219,6 +219,15 @@ class PipelineRun:
                 return pending
         return ()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether the run stopped to wait for approval of tool calls, not because it broke.
+
+        `status` stays `failed` (the wire form keeps it); `pending_approvals`
+        lists the calls, and `run_or_raise` raises `PipelineWaitingError`.
+        """
+        return self.status == "failed" and bool(self.pending_approvals)
+
     def first_exception(self) -> BaseException | None:
         """The exception behind the first error that has one."""
         return next((error for error in self.exceptions if error is not None), None)

@@ -3,6 +3,7 @@
 from tubeless._public import show_public_module as _show_public_module
 from tubeless.progress._create import create_reporter
 from tubeless.progress._reporter import PipelineReporter, ReporterLog
+from tubeless.progress._restore import restore_terminals
 from tubeless.progress._terminal import (
     format_duration,
     sanitize_terminal_log,
@@ -14,6 +15,7 @@ __all__ = [
     "ReporterLog",
     "create_reporter",
     "format_duration",
+    "restore_terminals",
     "sanitize_terminal_log",
     "sanitize_terminal_text",
 ]

@@ -171,6 +171,16 @@ class FrameWriter:
             self._cursor_hidden = True
         self._write(f"{_SYNC_START}{hide}{chunk}{_SYNC_END}")
 
+    def undo(self, columns: int) -> str:
+        """What erases the painted frame and shows the cursor again (nothing is written).
+
+        For a process about to die with the frame still up: the rows go, so no stale
+        spinner stays on screen, and the cursor comes back.
+        """
+        rows = self._painted_rows(columns)
+        erase = f"\x1b[{rows}F{_CLEAR_DOWN}" if rows > 0 else ""
+        return f"{_SYNC_END}{erase}{SHOW_CURSOR if self._cursor_hidden else ''}"
+
     def show_cursor(self) -> None:
         """Show the cursor again if a frame hid it."""
         if self._cursor_hidden:

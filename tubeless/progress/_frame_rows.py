@@ -158,9 +158,6 @@ def _finalize_row(fold: RunFold, theme: Theme, spinner: str) -> Row | None:
 
 
 def _header(fold: RunFold, theme: Theme) -> str:
-    closing = summary(fold)
-    if closing is not None:
-        return theme.paint("complete" if closing[1] else "fail", closing[0])
     facts = run_facts(fold.started or {})
     return theme.paint(
         "pipeline",
@@ -176,7 +173,8 @@ def frame_rows(
     elapsed: Mapping[str, float],
     bar_width: int,
 ) -> list[Row]:
-    """Draw the whole frame: header, one row per step with its detail rows, finalize.
+    """Draw the whole frame: header, one row per step with its detail rows, finalize, and
+    the closing line once the run ended.
 
     Args:
         fold: the run's records so far.
@@ -196,4 +194,8 @@ def frame_rows(
     finalize = _finalize_row(fold, theme, spinner)
     if finalize is not None:
         rows.append(finalize)
+    closing = summary(fold)
+    if closing is not None:
+        # Last, as it happened last (and as the plain reporter prints it).
+        rows.append(Row(theme.paint("complete" if closing[1] else "fail", closing[0])))
     return rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -12,6 +13,7 @@ from tubeless.progress._frame import FrameWriter, Row, beside_log_pane, fit_line
 from tubeless.progress._frame_rows import frame_rows
 from tubeless.progress._redirect import LineRedirect, install, uninstall
 from tubeless.progress._reporter import LogLevel, PipelineReporter
+from tubeless.progress._restore import forget_frame, keep_frame
 from tubeless.progress._terminal import Theme, sanitize_terminal_log
 from tubeless.trace import RunFold
 
@@ -116,6 +118,7 @@ class InteractiveReporter(PipelineReporter):
         self._paint()
 
     def _shutdown(self) -> None:
+        forget_frame(id(self))
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -142,6 +145,9 @@ class InteractiveReporter(PipelineReporter):
                 self._paint(above=text)
 
     def _start_refresh(self) -> None:
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # no descriptor
+            descriptor = self._stream.fileno()
+            keep_frame(id(self), descriptor, lambda: self._writer.undo(self._size()[0]))
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._refresh, name="tubeless-reporter-refresh", daemon=True

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.errors import ApprovalRequiredError
+from tubeless.errors import ApprovalRequiredError, shown_status
 from tubeless.progress._terminal import format_duration, format_number, sanitize_terminal_text
 from tubeless.trace import StepFold
 
@@ -162,12 +162,14 @@ def summary_line(
     """
     data = payload(record)
     status = field_text(data, "status") or "unknown"
+    error = record.get("error")
+    shown = shown_status(status, error if isinstance(error, Mapping) else None)
     steps = field_number(data, "stepCount")
     errors = field_number(data, "errorCount")
     pipeline_id = sanitize_terminal_text(field_text(record, "pipelineId") or "?")
     line = (
         f"Pipeline {pipeline_id}: done in {format_duration(elapsed_ms(record, started_ms))}"
-        f" (status={sanitize_terminal_text(status)},"
+        f" (status={sanitize_terminal_text(shown)},"
         f" steps={format_number(steps) if steps is not None else '?'},"
         f" errors={format_number(errors) if errors is not None else '?'}"
         f"{f', failed calls={failed_calls}' if failed_calls else ''})"

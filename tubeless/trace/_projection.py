@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any
 
+from tubeless.errors import shown_status
 from tubeless.trace._step_fold import StepFold, StoredAttempt, StoredStep
 
 __all__ = [
@@ -307,8 +308,9 @@ def format_run_list(
         duration = "" if run.duration_ms is None else f"  {_number(run.duration_ms)}ms"
         failed = counts.get(run.run_id, 0)
         calls = f"  {failed} failed call{'s' if failed != 1 else ''}" if failed else ""
+        status = shown_status(run.status, run.error)
         lines.append(
-            f"{_safe(run.run_id)}  {_safe(run.pipeline_id)}  {run.status}  "
+            f"{_safe(run.run_id)}  {_safe(run.pipeline_id)}  {status}  "
             f"started {_iso(run.started_at_ms)}{duration}{calls}\n"
         )
     return "".join(lines)
@@ -335,7 +337,7 @@ def format_run_detail(run: StoredRun) -> str:
     lines = [
         f"Run {_safe(run.run_id)}",
         f"Pipeline {_safe(run.pipeline_id)}",
-        f"Status {run.status}",
+        f"Status {shown_status(run.status, run.error)}",
         f"Started {_iso(run.started_at_ms)}",
     ]
     if run.duration_ms is not None:

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
+from tubeless.trace._ndjson import FLUSH_INTERVAL
 from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, row_record, store_row
 from tubeless.trace._wire import decode_record
 
@@ -34,7 +35,7 @@ _INSERT_BATCH = INSERT + ", ({})".format(", ".join("?" * 14)) * (_BATCH_SIZE - 1
 _BACKLOG = 8
 """Full batches the writer thread may fall behind by before `export` waits for it."""
 _LINGER_SECONDS = 0.05
-"""How long the writer thread waits for another batch before it ends."""
+"""How long the writer thread waits for another record before it ends."""
 _PAGE_SIZE = 20_000
 _BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -94,12 +95,15 @@ class SqliteTraceStore:
     Records are validated and buffered on the exporting thread; each full batch of 64 is
     committed as one transaction, a single `INSERT` of its rows, by the store's writer
     thread, in order, while the run goes on (`export` waits only when the writer falls 8
-    batches behind). What else is committed (by `flush`, say) goes in `BEGIN IMMEDIATE`.
-    `flush()`, `close()`, `clear_history()` and every read wait for the writer, then
-    commit whatever is left. The writer runs only while batches come: it ends 50 ms after
-    the last one, and at `flush()` (which every run calls at its end) and `close()`, so
-    none outlives a run. Other connections see a record only once it is committed, and a
-    crash loses the uncommitted tail. Several threads and several processes may append
+    batches behind). A batch that does not fill is committed by the writer within
+    `FLUSH_INTERVAL` seconds (50 ms, as the NDJSON sink flushes) of its first record, so
+    a slow run's records reach the file as they happen, and a killed run loses at most
+    the last 50 ms of them. What else is committed (by `flush`, say) goes in
+    `BEGIN IMMEDIATE`. `flush()`, `close()`, `clear_history()` and every read wait for
+    the writer, then commit whatever is left. The writer runs only while records come: it
+    ends 50 ms after the last commit, and at `flush()` (which every run calls at its end)
+    and `close()`, so none outlives a run. Other connections see a record only once it
+    is committed. Several threads and several processes may append
     to one store at once: writers wait up to 30 seconds for each other. After a write
     fails, every later call raises that failure again (a failure of the writer thread's
     commit is raised by the next call).
@@ -124,6 +128,8 @@ class SqliteTraceStore:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._pending: list[Row] = []
+        self._pending_since = 0.0
+        """The `time.monotonic()` at which the oldest row of `_pending` was buffered."""
         self._batches: deque[list[Row]] = deque()
         """Full batches waiting for the writer thread, oldest first."""
         self._writer: threading.Thread | None = None
@@ -238,7 +244,7 @@ class SqliteTraceStore:
         return any(row[1] == "extra_json" for row in rows)
 
     def export(self, record: dict[str, Any]) -> None:
-        """Validate `record` and buffer it; a full batch of 64 goes to the writer thread.
+        """Validate `record` and buffer it for the writer thread (see the class docstring).
 
         Raises:
             TraceRecordError: when `record` is not a valid trace record, or holds text that
@@ -256,13 +262,22 @@ class SqliteTraceStore:
             pending.append(row)
             if len(pending) >= _BATCH_SIZE:
                 self._hand_over(pending)
+            elif len(pending) == 1:
+                self._pending_since = time.monotonic()
+                self._wake_writer()
 
     def _hand_over(self, batch: list[Row]) -> None:
         """Queue a full batch for the writer thread, starting it if need be (lock held)."""
         self._pending = []
         self._batches.append(batch)
+        self._wake_writer()
+        while len(self._batches) > _BACKLOG and self._writer is not None:
+            self._changed.wait()
+
+    def _wake_writer(self) -> None:
+        """Start the writer thread, or tell the running one that rows came (lock held)."""
         if self._stopping:
-            return  # `flush` or `close` is stopping the writer; it commits the batch
+            return  # `flush` or `close` is stopping the writer; it commits what is left
         if self._writer is None:
             self._writer = threading.Thread(
                 target=self._write_batches, name="tubeless-trace-store", daemon=True
@@ -270,21 +285,38 @@ class SqliteTraceStore:
             self._writer.start()
         else:
             self._changed.notify_all()
-        while len(self._batches) > _BACKLOG and self._writer is not None:
-            self._changed.wait()
+
+    def _next_batch(self) -> list[Row] | None:
+        """The writer's next batch: a full one, or the buffer once it is due (lock held).
+
+        Returns `None` when the writer should end: it is being stopped, or nothing came for
+        `_LINGER_SECONDS`.
+        """
+        while not self._batches:
+            if self._stopping:
+                return None
+            if not self._pending:
+                came = self._changed.wait_for(
+                    lambda: self._batches or self._pending or self._stopping, _LINGER_SECONDS
+                )
+                if not came:
+                    return None
+                continue
+            wait = self._pending_since + FLUSH_INTERVAL - time.monotonic()
+            if wait <= 0:
+                batch, self._pending = self._pending, []
+                return batch
+            self._changed.wait(wait)
+        return self._batches.popleft()
 
     def _write_batches(self) -> None:
-        """The writer thread: commit the queued batches in order; end when none come."""
+        """The writer thread: commit the batches and due buffers in order; end when idle."""
         with self._lock:
             try:
                 while self._error is None:
-                    if not self._batches:
-                        self._changed.wait_for(
-                            lambda: self._batches or self._stopping, _LINGER_SECONDS
-                        )
-                        if not self._batches:
-                            return
-                    batch = self._batches.popleft()
+                    batch = self._next_batch()
+                    if batch is None:
+                        return
                     self._writing = True
                     self._lock.release()
                     try:

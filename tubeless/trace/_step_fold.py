@@ -180,6 +180,8 @@ class StepFold:
 
         A row counts once however many progress snapshots show it; a group row (a turn, a
         batch) is not counted when rows inside it are, even once it is shown collapsed.
+        The steps of an iteration (a turn's `decide`, `calls` and `reduce`) are not
+        counted: a failed `decide` is no failed call.
         """
         return len(self._failed_details)
 
@@ -268,9 +270,13 @@ class StepFold:
             return
         rows = [row for row in details if isinstance(row, Mapping)]
         ids = [str(row.get("id", "")) for row in rows]
+        nested = self.nested_pipeline
+        iterate = isinstance(nested, Mapping) and nested.get("mode") == "iterate"
         for row, row_id in zip(rows, ids, strict=True):
             if row.get("status") != "failed" or not row_id:
                 continue
+            if iterate and row.get("depth") == 1:
+                continue  # an iteration's own step (an agent's `decide`), not a call in it
             if any(other.startswith(f"{row_id}/") for other in ids):
                 continue  # a group: the rows inside it say what failed
             counted = self._failed_details
