@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tubeless import SqliteCheckpointStore
+from tubeless.errors import TraceStoreError
 from tubeless.trace import SqliteTraceStore, validate_record
 
 pytestmark = pytest.mark.slow
@@ -207,6 +208,24 @@ def test_history_json_of_an_agent_run_has_agent_history(cli: Any) -> None:
     assert detail["steps"][0]["id"] == "agent"
 
 
+def _call_recorded(path: Path, call_id: str) -> bool:
+    """Whether the trace store at `path` holds an attempt of tool call `call_id`."""
+    if not path.exists():
+        return False
+    try:
+        reader = SqliteTraceStore(path, read_only=True)
+    except TraceStoreError:
+        return False  # being created by the run right now
+    try:
+        return any(
+            (record["payload"].get("attributes") or {}).get("agent.callId") == call_id
+            for record in reader.events()
+            if record["name"] == "step.attempted"
+        )
+    finally:
+        reader.close()
+
+
 def test_history_of_a_resumed_durable_agent_marks_reused_and_interrupted_calls(
     cli: Any,
 ) -> None:
@@ -229,6 +248,14 @@ def test_history_of_a_resumed_durable_agent_marks_reused_and_interrupted_calls(
             time.sleep(0.02)
         else:
             raise AssertionError("effect-2 never started")
+        # The store commits within 50 ms: wait until effect-2's attempt is there, so the
+        # killed run is listed (its records reached the store before the kill).
+        for _ in range(3000):
+            if _call_recorded(cli.directory / store, "effect-2.1"):
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("effect-2's attempt never reached the trace store")
     finally:
         first.kill()
         first.communicate(timeout=30)
