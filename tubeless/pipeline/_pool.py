@@ -137,19 +137,23 @@ class LazyPool:
             if self._stop.is_set():
                 raise RuntimeError("LazyPool is closed")
             self._batches.append(batch)
+            # An eager batch asks for a helper now, and each helper that takes an item asks
+            # for the next: such a batch needs no watcher (nor wakes one).
+            eager = self._eager
             if self._borrowed:
-                if not self._watching:
+                if not (eager or self._watching):
                     self._watching = True
                     self._start_watching()
-            elif self._watcher is None:
-                start = self._watcher = threading.Thread(
-                    target=self._watch, name=f"{self._name}-watcher", daemon=True
-                )
-            elif self._sleeping:
-                self._wake.notify()
+            elif not eager:
+                if self._watcher is None:
+                    start = self._watcher = threading.Thread(
+                        target=self._watch, name=f"{self._name}-watcher", daemon=True
+                    )
+                elif self._sleeping:
+                    self._wake.notify()
         if start is not None:
             start.start()
-        if self._eager:
+        if eager:
             batch.held_up()
         try:
             batch.run()
