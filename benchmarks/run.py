@@ -26,6 +26,7 @@ from typing import Any
 import bench_agent
 import bench_delegation
 import bench_durable
+import bench_durable_growth
 import bench_executors
 import bench_inserts
 import bench_memory
@@ -59,7 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="none",
         help="the trace sink of the profiled run (default: none)",
     )
-    parser.add_argument("--peers", help="a Python with the peer frameworks (sessions bench)")
+    parser.add_argument("--peers", help="a Python with the peer frameworks (issue 39's benches)")
     parser.add_argument("--baseline", type=Path, help="another checkout for the sessions bench")
     return parser.parse_args(argv)
 
@@ -232,6 +233,15 @@ def run_sessions_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     return bench_sessions.verdicts(measured, plan)
 
 
+def run_durable_growth_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """A durable agent whose observations accumulate (issue 39, item 2)."""
+    plan = bench_durable_growth.QUICK if quick else bench_durable_growth.FULL
+    runs = bench_durable_growth.measure(plan, SESSION_OPTIONS.get("peers"))
+    emit(_section("Durable, growing state") + bench_durable_growth.format_growth(runs, plan))
+    figures["durableGrowth"] = runs
+    return bench_durable_growth.verdicts(runs)
+
+
 SESSION_OPTIONS: dict[str, Any] = {}
 """`--peers` and `--baseline` of the command line, for `run_sessions_bench`."""
 
@@ -244,6 +254,7 @@ BENCHES = (
     run_delegation_bench,
     run_executors_bench,
     run_durable_bench,
+    run_durable_growth_bench,
     run_trace_store_bench,
     run_otel_bench,
 )
