@@ -125,11 +125,12 @@ class Invocation:
     def pool(self, workers: int) -> LazyPool:
         """The invocation's pool for its batches: the one on the application's thread pool
         when the run borrows one, else the invocation's own, made on first use."""
-        if self._thread_pool is not None:
-            return LazyPool.on(self._thread_pool)
         with self._lock:
             if self._pool is None:
-                self._pool = LazyPool(workers, name="tubeless-tool")
+                if self._thread_pool is not None:  # `close()` leaves such a pool alone
+                    self._pool = LazyPool.on(self._thread_pool)
+                else:
+                    self._pool = LazyPool(workers, name="tubeless-tool")
             return self._pool
 
     def close(self) -> None:
