@@ -5,7 +5,9 @@ control) and once with a reducer that appends each turn's outcomes to `observati
 (`{"observations": [*state["observations"], *outcomes]}`, so state grows by 4 entries a
 turn). `decide` stamps `time.perf_counter()` on entry, so a turn's cost is the time
 between one decision and the next (decide, calls, reduce, commit and the iteration's
-bookkeeping). The report gives the median turn of the first and of the last window of
+bookkeeping) less the reducer's own time (timed inside it: the harness alone, as issue
+39 states the target; the growing reducer copies the list, which is the caller's cost).
+The report gives the median turn of the first and of the last window of
 turns, each the median over repetitions, the two cases run alternately.
 
 `own_state` alone: a frozen state holding `size` observations, then the state a reducer
@@ -25,12 +27,14 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from _measure import format_table, median
+from _measure import Verdict, format_table, median
 from bench_agent import build_agent, count_calls, run_agent
 
 from tubeless.agent import own_state
 
 STATE_CALLS = 4
+GROWTH_LIMIT = 1.3
+"""The growing state's last window over its first, the harness alone (issue 39)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,7 +53,9 @@ class StatePlan:
     """Least time one `timeit` sample should take."""
 
 
-FULL = StatePlan(turns=800, window=50, repeats=5, sizes=(10, 100, 1000, 10000), sample_seconds=0.2)
+FULL = StatePlan(
+    turns=2000, window=100, repeats=5, sizes=(10, 100, 1000, 10000), sample_seconds=0.2
+)
 QUICK = StatePlan(
     turns=200, window=20, repeats=3, sizes=(10, 100, 1000, 10000), sample_seconds=0.03
 )
@@ -88,18 +94,28 @@ CASES = (
 def turn_seconds(case: StateCase, turns: int) -> list[float]:
     """Run W(turns, 4) with `case`'s state and return each turn's duration, in order."""
     stamps: list[float] = []
+    reducing: list[float] = []
+
+    def reduce(state: Any, outcomes: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return case.reduce(state, outcomes)
+        finally:
+            reducing.append(time.perf_counter() - started)
+
     agent = build_agent(
         turns,
         STATE_CALLS,
         initial_state=case.initial_state,
-        reduce=case.reduce,
+        reduce=reduce,
         on_turn=lambda turn: stamps.append(time.perf_counter()),
     )
     gc.collect()
     result = run_agent(agent)
     if case.committed(result) != turns * STATE_CALLS:
         raise RuntimeError(f"{case.name}: committed {case.committed(result)} calls")
-    return [later - earlier for earlier, later in itertools.pairwise(stamps)]
+    turns_taken = [later - earlier for earlier, later in itertools.pairwise(stamps)]
+    return [taken - reduced for taken, reduced in zip(turns_taken, reducing, strict=True)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,7 +193,8 @@ def format_state(turns: list[TurnFigure], own: list[OwnStateFigure], plan: State
     first = f"turns 1-{plan.window}"
     last = f"turns {plan.turns - plan.window + 1}-{plan.turns}"
     lines = format_table(
-        f"State commit per turn, W({plan.turns}, {STATE_CALLS}), no sink: us/turn",
+        f"State commit per turn, W({plan.turns}, {STATE_CALLS}), no sink, reducer excluded: "
+        "us/turn",
         "state",
         [first, last, "last / first"],
         [(f.case, [f"{f.early:.1f}", f"{f.late:.1f}", f"{f.late / f.early:.2f}x"]) for f in turns],
@@ -209,3 +226,16 @@ def state_json(turns: list[TurnFigure], own: list[OwnStateFigure]) -> dict[str, 
         "perTurnMicroseconds": [dataclasses.asdict(figure) for figure in turns],
         "ownStateMicroseconds": [dataclasses.asdict(figure) for figure in own],
     }
+
+
+def state_verdicts(turns: list[TurnFigure]) -> list[Verdict]:
+    """Issue 39's target: the growing state's late turn within 1.3x its early one."""
+    growing = next(figure for figure in turns if figure.case == "growing observations")
+    return [
+        Verdict(
+            target="growing state: late / early turn, harness alone",
+            value=growing.late / growing.early,
+            limit=GROWTH_LIMIT,
+            detail=f"{growing.late:.0f} us vs {growing.early:.0f} us",
+        )
+    ]

@@ -1,9 +1,12 @@
-"""Run every tubeless benchmark and report the figures and the targets of issue 7.
+"""Run every tubeless benchmark and report the figures and the targets of issues 7 and 39.
 
-Usage: `python benchmarks/run.py [--quick] [--json PATH] [--profile OUT [--profile-sink S]]`
-(`tox -e bench -- --quick`). Every ratio compares figures measured in this process and
-run. The report ends with one PASS/FAIL line per target; the exit status is 0 whatever
-the verdicts (targets are read from the report, never enforced by timing tests).
+Usage: `python benchmarks/run.py [--quick] [--json PATH] [--profile OUT [--profile-sink S]]
+[--peers PYTHON] [--baseline CHECKOUT]` (`tox -e bench -- --quick`). `--peers` names an
+interpreter with langgraph, pydantic-ai and openai-agents for the sessions benchmark;
+`--baseline` a checkout (say, main) whose tubeless that benchmark also measures. Every
+ratio compares figures measured in this process and run. The report ends with one
+PASS/FAIL line per target; the exit status is 0 whatever the verdicts (targets are read
+from the report, never enforced by timing tests).
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import bench_agent
 import bench_deadlines
 import bench_delegation
 import bench_durable
+import bench_durable_growth
 import bench_executors
 import bench_inserts
 import bench_memory
 import bench_otel
 import bench_postgres
+import bench_sessions
 import bench_state
 import bench_stream
+import bench_traced
 import profile_agent
 from _measure import Verdict
 
@@ -56,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="none",
         help="the trace sink of the profiled run (default: none)",
     )
+    parser.add_argument("--peers", help="a Python with the peer frameworks (issue 39's benches)")
+    parser.add_argument("--baseline", type=Path, help="another checkout for the sessions bench")
     return parser.parse_args(argv)
 
 
@@ -123,13 +131,13 @@ def run_memory_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
 
 
 def run_state_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
-    """Measure and print state commit costs (information, not a target)."""
+    """Measure and print state commit costs; return issue 39's growth verdict."""
     plan = bench_state.QUICK if quick else bench_state.FULL
     turns = bench_state.measure_turns(plan)
     own = bench_state.measure_own_state(plan)
     emit(_section("State") + bench_state.format_state(turns, own, plan))
     figures["state"] = bench_state.state_json(turns, own)
-    return []
+    return bench_state.state_verdicts(turns)
 
 
 def run_trace_store_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
@@ -228,14 +236,52 @@ def run_postgres_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     return []
 
 
+def run_traced_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Traced runs against the record stream and the inline call (issue 39, item 4)."""
+    plan = bench_traced.QUICK if quick else bench_traced.FULL
+    traced = bench_traced.measure(plan)
+    emit(_section("Traced runs, restated per record") + bench_traced.format_traced(traced, plan))
+    figures["traced"] = bench_traced.traced_json(traced)
+    return bench_traced.verdicts(traced)
+
+
+def run_sessions_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Many sessions at once against thread and asyncio floors and peers (issue 39)."""
+    args = bench_sessions.parse_args(["--quick"] if quick else [])
+    args.peers, args.baseline = SESSION_OPTIONS.get("peers"), SESSION_OPTIONS.get("baseline")
+    plan = bench_sessions.plan_of(args)
+    measured = bench_sessions.measure(plan, args)
+    emit(_section("Many sessions at once") + bench_sessions.format_sessions(measured, plan))
+    figures["sessions"] = {
+        f"{variant} S={count}": row
+        for (variant, count), row in bench_sessions.summary(measured).items()
+    }
+    return bench_sessions.verdicts(measured, plan)
+
+
+def run_durable_growth_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """A durable agent whose observations accumulate (issue 39, item 2)."""
+    plan = bench_durable_growth.QUICK if quick else bench_durable_growth.FULL
+    runs = bench_durable_growth.measure(plan, SESSION_OPTIONS.get("peers"))
+    emit(_section("Durable, growing state") + bench_durable_growth.format_growth(runs, plan))
+    figures["durableGrowth"] = runs
+    return bench_durable_growth.verdicts(runs)
+
+
+SESSION_OPTIONS: dict[str, Any] = {}
+"""`--peers` and `--baseline` of the command line, for `run_sessions_bench`."""
+
 BENCHES = (
     run_agent_bench,
+    run_traced_bench,
     run_memory_bench,
     run_state_bench,
+    run_sessions_bench,
     run_delegation_bench,
     run_executors_bench,
     run_durable_bench,
     run_deadlines_bench,
+    run_durable_growth_bench,
     run_trace_store_bench,
     run_otel_bench,
     run_postgres_bench,
@@ -251,7 +297,7 @@ def benchmark(quick: bool) -> dict[str, Any]:
     summary = [verdict.line() for verdict in verdicts]
     if quick:
         summary.append("(quick run: smaller N and fewer repetitions; judge on a full run)")
-    emit(_section("Targets of issue 7") + summary)
+    emit(_section("Targets of issues 7 and 39") + summary)
     figures["verdicts"] = [verdict.to_dict() for verdict in verdicts]
     return figures
 
@@ -259,6 +305,7 @@ def benchmark(quick: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Print the report; write the JSON when asked."""
     args = parse_args(argv)
+    SESSION_OPTIONS.update(peers=args.peers, baseline=args.baseline)
     meta = machine()
     emit([f"{key}: {value}" for key, value in meta.items()])
     started = time.perf_counter()

@@ -450,3 +450,38 @@ def test_outcomes_are_not_trusted_as_owned_state() -> None:
 
     assert state["kept"] is not outcome
     assert state["kept"]["value"] == (1, 2)
+
+
+def test_an_owned_head_with_a_new_tail_freezes_only_the_tail() -> None:
+    """Owned entries followed by new ones: the head is kept by identity, the tail frozen."""
+    previous = own_state([{"n": i} for i in range(10)])
+    tail = [{"n": [10]}, None, {"n": 11}]
+
+    state = own_state([*previous, *tail])
+
+    assert all(new is old for new, old in zip(state, previous, strict=False))
+    assert state[10:] == ({"n": (10,)}, None, {"n": 11})
+    assert isinstance(state[10], FrozenDict) and tail[0] == {"n": [10]}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), {1, 2}, b"x", object()])
+def test_a_bad_entry_among_owned_ones_is_still_rejected(bad: Any) -> None:
+    """A non-plain entry between owned entries fails the commit wherever it sits."""
+    previous = own_state([{"n": i} for i in range(5)])
+
+    for value in ([*previous[:2], bad, *previous[2:]], [bad, *previous], [*previous, bad]):
+        with pytest.raises(AgentError) as raised:
+            own_state({"observations": value})
+        assert raised.value.code == INVALID_STATE
+
+
+def test_a_plain_entry_among_owned_ones_is_frozen() -> None:
+    """A mutable entry in the middle of owned ones is copied, never kept as it is."""
+    previous = own_state([{"n": i} for i in range(5)])
+    middle = {"n": [1]}
+
+    state = own_state([*previous[:2], middle, *previous[2:]])
+
+    assert state[2] == {"n": (1,)} and state[2] is not middle
+    assert isinstance(state[2], FrozenDict)
+    assert state[3] is previous[2]

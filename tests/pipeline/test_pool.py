@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Callable
 
@@ -162,3 +163,22 @@ def test_an_exception_escaping_a_helper_reaches_the_caller(thread_baseline: int)
 
     with pytest.raises(RuntimeError, match="bug in work"):
         run_lazily(2, 2, work, lambda: True)
+
+
+def test_an_applications_executor_has_one_pool_that_starts_no_thread() -> None:
+    """`LazyPool.on` gives every run one pool per executor; its work runs on that executor."""
+    names: list[str] = []
+    gate = threading.Barrier(3, timeout=30)
+
+    def work(index: int) -> None:
+        gate.wait()  # three items at once, or the barrier breaks
+        names.append(threading.current_thread().name)
+
+    with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="app") as executor:
+        pool = LazyPool.on(executor)
+        assert LazyPool.on(executor) is pool
+        run_lazily(3, 3, work, lambda: True, pool=pool)
+        pool.close()  # a no-op: the executor is the application's
+
+    assert sorted(name.split("_")[0] for name in names) == ["MainThread", "app", "app"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("tubeless")]

@@ -76,6 +76,7 @@ from tubeless.pipeline.lowlevel import (
     meter_usage,
     observed,
     raise_if_cancelled,
+    thread_pool_of,
 )
 
 TOOL_LIMIT = 4096
@@ -386,6 +387,7 @@ class AgentStep:
             execution_id=execution_id,
             agent_path=agent_path,
             tape=session.tape(agent_path) if session is not None else None,
+            thread_pool=thread_pool_of(context),
         )
 
     def _first(self, context: StepContext, journal: AgentJournal | None) -> Execution | None:

@@ -14,6 +14,7 @@ mutable output) are checked like everything else.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -69,6 +70,9 @@ def _key_text(key: object) -> str:
 
 _KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
 """Types kept as they are (with `None`): scalars, and what `own_state` made already."""
+
+_KEPT_OR_NONE = _KEPT | {type(None)}
+"""`_KEPT` and the type of `None`: what a sequence's owned head may hold."""
 
 _FLAT = frozenset({str, int, bool})
 """Scalars that are plain data whatever their value (floats must be finite)."""
@@ -127,14 +131,28 @@ def _freeze_sequence(
     sort_keys: bool,
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
-    items = OwnedTuple(
-        [
-            item
-            if item is None or type(item) in _KEPT
-            else _freeze(item, (*path, index), ancestors, sort_keys)
-            for index, item in enumerate(value)
+    # A state that grows returns the previous entries plus a few new ones: find the new
+    # tail, check the owned head's types in C (no walk, no Python-level loop) and freeze
+    # only the tail. A head with anything else in it takes the item-by-item path.
+    end = len(value)
+    while end and type(value[end - 1]) not in _KEPT_OR_NONE:
+        end -= 1
+    if _KEPT_OR_NONE.issuperset(map(type, itertools.islice(value, end))):
+        head = list(value[:end])
+        head += [
+            _freeze(value[index], (*path, index), ancestors, sort_keys)
+            for index in range(end, len(value))
         ]
-    )
+        items = OwnedTuple(head)
+    else:
+        items = OwnedTuple(
+            [
+                item
+                if item is None or type(item) in _KEPT
+                else _freeze(item, (*path, index), ancestors, sort_keys)
+                for index, item in enumerate(value)
+            ]
+        )
     ancestors.discard(id(value))
     return items
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
@@ -89,6 +90,7 @@ class Invocation:
     __slots__ = (
         "_lock",
         "_pool",
+        "_thread_pool",
         "_threads",
         "agent_path",
         "agent_run_id",
@@ -109,6 +111,7 @@ class Invocation:
         execution_id: str,
         agent_path: str,
         tape: Tape | None = None,
+        thread_pool: concurrent.futures.ThreadPoolExecutor | None = None,
     ) -> None:
         self.agent_run_id = agent_run_id
         self.options = options
@@ -121,13 +124,19 @@ class Invocation:
         """The agent's view of the run's cassette (`None` without one, or in a dry run)."""
         self._pool: LazyPool | None = None
         self._threads: AttemptThreads | None = None
+        self._thread_pool = thread_pool
+        """The application's thread pool given in the run's context, or `None`."""
         self._lock = threading.Lock()
 
     def pool(self, workers: int) -> LazyPool:
-        """The invocation's pool for its batches, made on first use."""
+        """The invocation's pool for its batches: the one on the application's thread pool
+        when the run borrows one, else the invocation's own, made on first use."""
         with self._lock:
             if self._pool is None:
-                self._pool = LazyPool(workers, name="tubeless-tool")
+                if self._thread_pool is not None:  # `close()` leaves such a pool alone
+                    self._pool = LazyPool.on(self._thread_pool)
+                else:
+                    self._pool = LazyPool(workers, name="tubeless-tool")
             return self._pool
 
     def attempt_threads(self) -> AttemptThreads:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -132,6 +133,11 @@ def approvals_of(context: ExecutionContext) -> Mapping[str, Any] | None:
 def cassette_of(context: ExecutionContext) -> Any:
     """The cassette given in the root run's context (child runs share it), or `None`."""
     return scope_of(context).cassette
+
+
+def thread_pool_of(context: ExecutionContext) -> concurrent.futures.ThreadPoolExecutor | None:
+    """The thread pool given in the root run's context (child runs share it), or `None`."""
+    return scope_of(context).thread_pool
 
 
 def meter_usage(context: ExecutionContext, read: Callable[[], Usage]) -> None:

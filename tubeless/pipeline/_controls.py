@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -147,6 +148,10 @@ class RunContext:
     cassette: Any = None
     """A `tubeless.testing.Cassette`: record the run's agent decisions and tool outcomes,
     or replay them without calling `decide` (child runs share it)."""
+    thread_pool: concurrent.futures.ThreadPoolExecutor | None = None
+    """A thread pool the application owns: every agent batch of the run (and of its child
+    runs) borrows its helper threads there instead of starting its own, so many runs at
+    once share one set of threads. The library never shuts it down."""
 
 
 _CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
@@ -173,9 +178,17 @@ def resolve_context(context: ContextLike | None) -> RunContext:
     return resolved
 
 
-def _check_context(context: RunContext) -> None:
+def _check_threading(context: RunContext) -> None:
     if context.signal is not None and not isinstance(context.signal, threading.Event):
         raise TypeError("context signal must be a threading.Event")
+    if context.thread_pool is not None and not isinstance(
+        context.thread_pool, concurrent.futures.ThreadPoolExecutor
+    ):
+        raise TypeError("context thread_pool must be a concurrent.futures.ThreadPoolExecutor")
+
+
+def _check_context(context: RunContext) -> None:
+    _check_threading(context)
     for field in ("run_id", "parent_run_id", "correlation_id", "cwd", "execution_key"):
         value = getattr(context, field)
         if value is not None and (not isinstance(value, str) or not value.strip()):

@@ -86,6 +86,7 @@ def _scope_for_root(
         execution_key=context.execution_key,
         approvals=context.approvals,
         cassette=context.cassette,
+        thread_pool=context.thread_pool,
     ), hooks
 
 
@@ -112,6 +113,7 @@ def _scope_for_child(
         dry_run=dry_run,
         channel=parent.channel,
         cassette=parent.cassette,
+        thread_pool=parent.thread_pool,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import itertools
 import json
@@ -82,6 +83,7 @@ class RunScope:
     execution_key: str | None = None
     approvals: Mapping[str, Any] | None = None
     cassette: Any = None
+    thread_pool: concurrent.futures.ThreadPoolExecutor | None = None
     usage_meter: Callable[[], Usage] | None = None
     """Reads the usage the run's report carries (set by a layer above, see `meter_usage`)."""
     _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))

@@ -9,12 +9,20 @@ while items remain, asks for one more. Slow items (a tool waiting on the network
 start within two ticks of each other; quick ones never wake a thread. A pool whose last
 batch needed helpers starts the next one with a helper at once, as slow tools tend to
 stay slow; one whose helpers then find nothing to take goes back to waiting for a tick.
+
+A pool made on an application's `ThreadPoolExecutor` (`LazyPool.on(executor)`, one per
+executor) starts no thread of its own: its helpers and its watcher are tasks there, the
+watcher ending whenever no batch runs, so many runs at once share one watcher and one set
+of threads, and the application's `shutdown()` never waits on the library.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import sys
 import threading
+import weakref
 from collections.abc import Callable
 
 HANDOFF_SECONDS = 0.001
@@ -72,9 +80,17 @@ class LazyPool:
     Args:
         workers: the most helpers that may run at once (batches need `concurrency - 1`).
         name: the prefix of the threads' names.
+        executor: an application's thread pool to run the helpers and the watcher on,
+            never shut down here (see `LazyPool.on`).
     """
 
-    def __init__(self, workers: int, *, name: str = "tubeless-worker") -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        name: str = "tubeless-worker",
+        executor: concurrent.futures.ThreadPoolExecutor | None = None,
+    ) -> None:
         self._workers = workers
         self._name = name
         self._lock = threading.Lock()
@@ -82,9 +98,26 @@ class LazyPool:
         self._stop = threading.Event()
         self._batches: list[_Batch] = []
         self._watcher: threading.Thread | None = None
+        self._watching = False  # the watcher task runs on the application's executor
         self._sleeping = False
         self._eager = False  # the last batch had items run by helpers
+        self._borrowed = executor is not None
+        # A borrowed executor is held weakly: `LazyPool.on` keys this pool on it.
+        self._lender = None if executor is None else weakref.ref(executor)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @classmethod
+    def on(cls, executor: concurrent.futures.ThreadPoolExecutor) -> LazyPool:
+        """The one pool of every run that borrows `executor` (made on first use).
+
+        Its watcher is a task on `executor` that ends once no batch runs, so the pool
+        needs no `close()`; it lives as long as `executor` does.
+        """
+        with _SHARED_LOCK:
+            pool = _SHARED.get(executor)
+            if pool is None:
+                pool = _SHARED[executor] = cls(sys.maxsize, executor=executor)
+            return pool
 
     def run(
         self,
@@ -104,15 +137,23 @@ class LazyPool:
             if self._stop.is_set():
                 raise RuntimeError("LazyPool is closed")
             self._batches.append(batch)
-            if self._watcher is None:
-                start = self._watcher = threading.Thread(
-                    target=self._watch, name=f"{self._name}-watcher", daemon=True
-                )
-            elif self._sleeping:
-                self._wake.notify()
+            # An eager batch asks for a helper now, and each helper that takes an item asks
+            # for the next: such a batch needs no watcher (nor wakes one).
+            eager = self._eager
+            if self._borrowed:
+                if not (eager or self._watching):
+                    self._watching = True
+                    self._start_watching()
+            elif not eager:
+                if self._watcher is None:
+                    start = self._watcher = threading.Thread(
+                        target=self._watch, name=f"{self._name}-watcher", daemon=True
+                    )
+                elif self._sleeping:
+                    self._wake.notify()
         if start is not None:
             start.start()
-        if self._eager:
+        if eager:
             batch.held_up()
         try:
             batch.run()
@@ -122,7 +163,13 @@ class LazyPool:
                 self._eager = batch.helped
 
     def close(self) -> None:
-        """Stop the watcher and wait for every thread of the pool to end."""
+        """Stop the watcher and wait for every thread of the pool to end.
+
+        A pool on an application's executor (`LazyPool.on`) is not closed: its watcher
+        ends by itself and the executor is the application's.
+        """
+        if self._borrowed:
+            return
         with self._lock:
             self._stop.set()
             self._wake.notify()
@@ -132,8 +179,24 @@ class LazyPool:
         if executor is not None:
             executor.shutdown(wait=True)
 
+    def _start_watching(self) -> None:
+        """Submit the watcher task (the lock is held; `_watching` is already set)."""
+        lender = self._lender() if self._lender is not None else None
+        try:
+            if lender is None:
+                raise RuntimeError("the executor is gone")
+            lender.submit(self._watch)
+        except RuntimeError:  # the application shut its executor down: run without helpers
+            self._watching = False
+
     def submit(self, helper: Callable[[], None]) -> None:
         """Start `helper` on a pool thread (the threads are made on first use)."""
+        if self._lender is not None:
+            lender = self._lender()
+            if lender is not None:  # shut down, it refuses: the caller runs every item
+                with contextlib.suppress(RuntimeError):
+                    lender.submit(helper)
+            return
         with self._lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -147,7 +210,10 @@ class LazyPool:
         idle = 0
         while True:
             with self._lock:
-                while idle >= _IDLE_TICKS and not self._batches and not self._stop.is_set():
+                while not self._stop.is_set() and self._resting(idle):
+                    if self._borrowed:  # a task on the application's executor: end it
+                        self._watching = False  # the next batch submits the watcher again
+                        return
                     self._sleeping = True
                     self._wake.wait()
                     idle = 0
@@ -155,12 +221,30 @@ class LazyPool:
             if self._stop.wait(HANDOFF_SECONDS):
                 return
             with self._lock:
-                looks = [(batch, batch.started) for batch in self._batches]
-            idle = 0 if looks else idle + 1
+                looks = [(batch, batch.started) for batch in self._batches if batch.watched]
+                idle = 0 if self._batches else idle + 1
             for look in looks:
                 if look in seen:  # nothing started for a whole tick: an item is slow
                     look[0].held_up()
             seen = looks
+
+    def _resting(self, idle: int) -> bool:
+        """Whether the watcher has nothing to do (the lock is held).
+
+        Batches whose items all started (or that may get no more helpers) need no look;
+        without any batch, the watcher waits a few ticks first, as quick batches follow
+        each other closely and waking a thread costs more than a tick.
+        """
+        if self._batches:
+            return not any(batch.watched for batch in self._batches)
+        return idle >= _IDLE_TICKS
+
+
+_SHARED: weakref.WeakKeyDictionary[concurrent.futures.ThreadPoolExecutor, LazyPool] = (
+    weakref.WeakKeyDictionary()
+)
+"""The pool of each application executor that runs have borrowed (`LazyPool.on`)."""
+_SHARED_LOCK = threading.Lock()
 
 
 class _Batch:
@@ -189,6 +273,14 @@ class _Batch:
         """Items started so far (the watcher compares it between ticks)."""
         self.helped = False
         """Whether a helper took an item."""
+
+    @property
+    def watched(self) -> bool:
+        """Whether a helper may still start: items remain and helpers may be added.
+
+        Both counts only fall, so a `False` read without the lock stays true.
+        """
+        return bool(self._left and self._spare)
 
     def run(self) -> None:
         """Work as the calling thread, then wait for the helpers that took items.

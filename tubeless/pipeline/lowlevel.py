@@ -18,7 +18,8 @@ What it promises, for as long as a name is listed here:
   of a report built only to be discarded.
   `execution_key_of(context)` is the durable execution key given in the root run's context,
   `approvals_of(context)` the approval decisions given there, `cassette_of(context)` the
-  cassette given there (child runs share it).
+  cassette given there (child runs share it), `thread_pool_of(context)` the application's
+  thread pool given there (child runs share it; `LazyPool.on(pool)` runs batches on it).
   `meter_usage(context, read)` makes the run's report carry `read()` as its `usage`
   (read once, when the report is made; the agent layer meters its budgets this way).
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
@@ -57,6 +58,7 @@ from tubeless.pipeline._child_runs import (
     observed,
     run_child_pipeline,
     run_child_value,
+    thread_pool_of,
 )
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._handler_context import (
@@ -91,5 +93,6 @@ __all__ = [
     "run_child_pipeline",
     "run_child_value",
     "run_lazily",
+    "thread_pool_of",
     "visible_groups",
 ]
