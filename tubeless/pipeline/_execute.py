@@ -161,6 +161,7 @@ def execute_run(
         return run.execute(options, checked=options_checked)
     finally:
         if parent is None and scope.channel is not None:
+            scope.channel.held.stop()
             scope.channel.settle()
             scope.channel.flush()
 

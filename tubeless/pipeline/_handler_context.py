@@ -256,7 +256,7 @@ class StepContext(ExecutionContext):
         attempt_id: this attempt's id (`<run id>:attempt:<n>`).
     """
 
-    __slots__ = ("_active", "_last_progress_ms", "_pending", "_timer", "attempt_id")
+    __slots__ = ("_active", "_last_progress_ms", "_pending", "attempt_id")
 
     def __init__(self, scope: RunScope, step_id: str, attempt_id: str) -> None:
         super().__init__(scope, step_id)
@@ -264,8 +264,6 @@ class StepContext(ExecutionContext):
         self._active = True
         self._last_progress_ms: int | None = None
         self._pending: ProgressSource | None = None
-        self._timer: threading.Timer | None = None
-        """Sends held-back progress when no later report comes to carry it."""
 
     def _attempt_id_or_none(self) -> str | None:
         return self.attempt_id
@@ -277,12 +275,7 @@ class StepContext(ExecutionContext):
             self._active = False
             return
         with channel.lock:
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            # Joined outside the lock, which a firing timer waits for; none outlives a step.
-            timer.cancel()
-            timer.join()
-        with channel.lock:
+            channel.held.drop(self)
             pending, self._pending = self._pending, None
             if pending is not None:
                 self._emit_progress(progress_payload(*pending()))
@@ -329,32 +322,21 @@ class StepContext(ExecutionContext):
             last = self._last_progress_ms
             if not urgent and last is not None and now - last < PROGRESS_INTERVAL_MS:
                 self._pending = source
-                if self._timer is None:
-                    # A step whose work is slow (calls in flight) may report nothing more
-                    # for seconds: the held-back state must still go out, one interval on
-                    # by the wall clock (the run's clock may be a test's, or hostile).
-                    self._timer = threading.Timer(PROGRESS_INTERVAL_MS / 1000, self._send_held)
-                    self._timer.daemon = True
-                    self._timer.start()
+                # Sent one interval on if no later report carries it (`HeldProgress`).
+                channel.held.hold(self, PROGRESS_INTERVAL_MS / 1000, self._send_held)
                 return
+            channel.held.drop(self)
             self._pending = None
             self._last_progress_ms = now
             self._emit_progress(built if built is not None else progress_payload(*source()))
 
     def _send_held(self) -> None:
-        """The timer: send the held-back progress unless a later report or `close` did."""
-        channel = self._scope.channel
-        if channel is None:
+        """Send the held-back progress (called by `HeldProgress`, the tree's lock held)."""
+        pending, self._pending = self._pending, None
+        if pending is None or not self._active:
             return
-        with channel.lock:
-            if self._timer is not threading.current_thread():
-                return  # `close` took it over
-            self._timer = None
-            pending, self._pending = self._pending, None
-            if pending is None or not self._active:
-                return
-            self._last_progress_ms = self._scope.now()
-            self._emit_progress(progress_payload(*pending()))
+        self._last_progress_ms = self._scope.now()
+        self._emit_progress(progress_payload(*pending()))
 
     def _emit_progress(self, progress: dict[str, Any]) -> None:
         observer = self._scope.observer

@@ -15,6 +15,7 @@ from typing import Any
 from tubeless._types import Hook
 from tubeless.errors import TraceRecordError, TraceSinkError
 from tubeless.pipeline._controls import PipelineLogger
+from tubeless.pipeline._held_progress import HeldProgress
 from tubeless.trace import TRACE_VERSION, TraceRecord, TraceSink
 from tubeless.trace.lowlevel import (
     RecordHead,
@@ -87,6 +88,7 @@ class TraceChannel:
         "_retired",
         "_snapshots",
         "_token",
+        "held",
         "lock",
         "log",
         "sink",
@@ -95,6 +97,8 @@ class TraceChannel:
     def __init__(self, sink: TraceSink | None, log: PipelineLogger) -> None:
         self.lock = threading.RLock()
         """Serialises what run trees share besides delivery (progress throttling)."""
+        self.held = HeldProgress(self.lock)
+        """Sends the steps' held-back progress one interval on (one thread while any)."""
         self.sink = sink
         self.log = log
         self._retired = False
