@@ -111,11 +111,9 @@ def make_agent(store: SqliteCheckpointStore, *, delay: float) -> Pipeline:
     def fetch(value: Mapping[str, Any], context: ToolContext) -> str:
         """Fetch one page slowly, reporting progress; stops early when cancelled."""
         for step in range(STEPS):
+            context.report_progress(completed=step, total=STEPS, message=f"page {value['page']}")
             if context.signal.wait(delay / STEPS):
                 raise ToolError("FETCH_CANCELLED", "the run was cancelled")
-            context.report_progress(
-                completed=step + 1, total=STEPS, message=f"page {value['page']}"
-            )
         return f"{value['topic']}, page {value['page']}"
 
     researcher = define_agent(
