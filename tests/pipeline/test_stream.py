@@ -206,3 +206,13 @@ def test_cancelling_the_reading_task_cancels_the_run() -> None:
 
     assert asyncio.run(main()) == "cancelled"
     assert _threads() == before
+
+
+def test_a_run_that_raises_raises_its_own_error_to_the_reader() -> None:
+    """Bad controls make `run` raise on the worker: the reader gets that error, even when
+    the worker ended before the reading began."""
+    agent = _agent("raiser", [], {})
+    with agent.stream({}, controls={"bogus": 1}) as events:
+        events._thread.join()
+        with pytest.raises(TypeError, match="Unknown run controls"):
+            list(events)

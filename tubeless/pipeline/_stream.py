@@ -145,7 +145,6 @@ class RunStream:
         self._result: PipelineRun | None = None
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="tubeless-stream", daemon=True)
-        self._finished = False
 
     def _work(self) -> None:
         try:
@@ -171,12 +170,11 @@ class RunStream:
         self.close()
 
     def __iter__(self) -> Iterator[RunEvent]:
-        if not self._thread.is_alive() and not self._finished and self._result is None:
+        if self._thread.ident is None:  # read without `with`: start the run now
             self._thread.start()
         while True:
             event = self._buffer.get()
             if event is None:
-                self._finished = True
                 self._thread.join()
                 if self._failure is not None:
                     raise self._failure
