@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from typing import Any
 
@@ -216,3 +217,41 @@ def test_a_run_that_raises_raises_its_own_error_to_the_reader() -> None:
         events._thread.join()
         with pytest.raises(TypeError, match="Unknown run controls"):
             list(events)
+
+
+def test_astreams_do_not_hold_the_loops_executor() -> None:
+    """Three streams read at once on a loop whose default executor has one thread: each
+    sees its call start while the calls still wait (a reader parked on an executor
+    thread would starve the others), and `to_thread` work still runs meanwhile."""
+    gate = threading.Event()
+    released: list[bool] = []
+
+    def hold(word: str, context: Any) -> str:
+        released.append(gate.wait(30))  # a backstop: the test fails rather than hangs
+        return word
+
+    tool = tubeless.define_tool(description="Hold", input_schema=TEXT, output_schema=TEXT, run=hold)
+    agents = [
+        _agent(f"held{n}", [{"id": "h", "tool": "hold", "input": "x"}], {"hold": tool})
+        for n in range(3)
+    ]
+    started: list[str] = []
+
+    async def read(agent: Any) -> str:
+        async with agent.astream({}) as events:
+            async for event in events:
+                if event.kind == "call.started":
+                    started.append(event.run_id)
+                    if len(started) == len(agents):
+                        assert await asyncio.to_thread(lambda: "free") == "free"
+                        gate.set()
+        return events.result.status
+
+    async def main() -> list[str]:
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        )
+        return list(await asyncio.gather(*(read(agent) for agent in agents)))
+
+    assert asyncio.run(main()) == ["completed"] * 3
+    assert released == [True] * 3, "every reader saw its call start while the calls waited"
