@@ -29,6 +29,7 @@ import bench_memory
 import bench_otel
 import bench_state
 import bench_stream
+import bench_stream_events
 import profile_agent
 from _measure import Verdict
 
@@ -202,6 +203,21 @@ def run_durable_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
     ]
 
 
+def run_events_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print `pipeline.stream`'s cost per call; return its target (issue 36)."""
+    grid = bench_stream_events.QUICK if quick else bench_stream_events.FULL
+    samples = bench_stream_events.measure(grid)
+    emit(
+        _section("Run events: stream and astream")
+        + bench_stream_events.format_events(grid, samples)
+    )
+    figures["events"] = {
+        "grid": {"turns": grid.turns, "calls": grid.calls, "repeats": grid.repeats},
+        "samplesSeconds": {",".join(map(str, key)): value for key, value in samples.items()},
+    }
+    return [bench_stream_events.verdict(grid, samples)]
+
+
 BENCHES = (
     run_agent_bench,
     run_memory_bench,
@@ -211,6 +227,7 @@ BENCHES = (
     run_durable_bench,
     run_trace_store_bench,
     run_otel_bench,
+    run_events_bench,
 )
 
 
