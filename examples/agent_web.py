@@ -17,7 +17,8 @@ Routes:
 - `GET /runs/stream?OPTION=VALUE...`: start a run of the agent below with these options
   (`job`, `topic`, `pages`, `publish`; `job` is the execution key, a fresh one when not
   given) and stream its events as Server-Sent Events: each `data:` line is one
-  `RunEvent.to_dict()` as JSON, with its `kind`. A client that disconnects cancels the run.
+  `RunEvent.to_dict()` as JSON, with its `kind` (the `X-Run-Id` header names the run).
+  A client that disconnects cancels the run.
 - `GET /runs`: the runs this server started, oldest first, as JSON: `run_id`, `status`
   (`running`, `completed`, `failed` or `cancelled`), `code`, `job`, `resumed`.
 - `GET /runs/{run_id}/events`: the events of one of them so far, then live, as SSE (a
@@ -306,7 +307,11 @@ class Runs:
         self._runs.append(run)
         context = {"approvals": dict(approvals)} if approvals else None
         run.task = asyncio.create_task(self._drive(run, options, context))
-        await run.started.wait()
+        try:
+            await run.started.wait()
+        except asyncio.CancelledError:  # the client left before the first event
+            run.task.cancel()
+            raise
         return run
 
     async def _drive(

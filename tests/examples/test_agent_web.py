@@ -216,7 +216,7 @@ DRIVER = shutil.which("chromedriver")
 def test_the_page_shows_a_run_and_approves_its_call(tmp_path: Path) -> None:
     """In headless Chromium: start a run, see its events (the subagent's indented) end
     with the run waiting for approval, click Approve, see the resumed run complete."""
-    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium import webdriver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -259,9 +259,7 @@ def test_the_page_shows_a_run_and_approves_its_call(tmp_path: Path) -> None:
                 lambda b: b.find_elements(By.CSS_SELECTOR, "#approvals li button.approve")
             )
             item = browser.find_element(By.CSS_SELECTOR, "#approvals li")
-            assert item.get_attribute(
-                "data-call",
-            ).startswith("publish-job-")
+            assert str(item.get_attribute("data-call")).startswith("publish-job-")
             approve[0].click()
             wait.until(
                 lambda b: (
