@@ -58,6 +58,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from tubeless import (
     DecisionContext,
@@ -331,10 +332,12 @@ class Runs:
                 result = stream.result
                 event = _finished(result)
                 run.status, run.code = result.status, event.code
-                await self._add(run, event)
+                last = run.events[-1] if run.events else {}
+                if last.get("kind") != "run.finished" or len(last["path"]) > 1:
+                    await self._add(run, event)
             raise
-        except TubelessError as error:  # refused before it started (a bad context)
-            run.status, run.code = "failed", error.code
+        except Exception as error:  # the run raised instead of returning
+            run.status, run.code = "failed", getattr(error, "code", type(error).__name__)
         else:
             run.status = result.status
             run.code = next((e.get("code") for e in run.events[-1:]), None)
@@ -400,7 +403,7 @@ class EventStream(StreamingResponse):
         self.run = run
         self.cancels = cancels
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Send the events; on the way out (the end, or the client gone) cancel the run."""
         try:
             await super().__call__(scope, receive, send)
