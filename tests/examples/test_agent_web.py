@@ -70,7 +70,7 @@ class Server:
 def serve(store: Path, *, delay: float) -> Iterator[Server]:
     """Start the example (`--port 0`), read its address, stop it at the end."""
     root = str(EXAMPLE.parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": root}
     flags = ["--port", "0", "--delay", str(delay), "--store-dir", str(store)]
     process = subprocess.Popen(
         [sys.executable, str(EXAMPLE), *flags],
