@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import itertools
 import threading
 from typing import Any
 
@@ -255,3 +257,31 @@ def test_astreams_do_not_hold_the_loops_executor() -> None:
 
     assert asyncio.run(main()) == ["completed"] * 3
     assert released == [True] * 3, "every reader saw its call start while the calls waited"
+
+
+def test_concurrent_calls_wait_for_a_reader_that_does_not_read() -> None:
+    """Four calls at a time and a reader that stops after the first event: the run
+    waits (the records queued behind a blocked delivery stay bounded) instead of running
+    its 2,000 calls; once read, every call starts and finishes once."""
+    far = threading.Event()
+    count = itertools.count(1)
+
+    def step(word: str, context: Any) -> str:
+        if next(count) == 1000:
+            far.set()
+        return word
+
+    tool = tubeless.define_tool(description="Step", input_schema=TEXT, output_schema=TEXT, run=step)
+    calls = [{"id": f"c{i}", "tool": "step", "input": "x"} for i in range(2000)]
+    agent = _agent(
+        "pressed", calls, {"step": tool}, limits={"max_calls": 2000, "max_concurrency": 4}
+    )
+    stream = agent.stream({})
+    stream._buffer._capacity = 16
+    with stream as events:
+        read = iter(events)
+        next(read)
+        assert not far.wait(1.0), "the run went on without its reader"
+        kinds = collections.Counter(event.kind for event in read)
+    assert kinds["call.started"] == kinds["call.finished"] == 2000
+    assert events.result.status == "completed"

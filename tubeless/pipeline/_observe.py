@@ -48,6 +48,9 @@ _HOOK_BY_RECORD = {
 
 _time_ns = time.time_ns
 
+QUEUE_BOUND = 1024
+"""Records queued behind a busy deliverer before a thread that queues one more waits."""
+
 
 def default_now() -> int:
     """Wall clock in epoch milliseconds."""
@@ -80,13 +83,18 @@ class TraceChannel:
     meanwhile by others), so no thread waits on a sink while another delivers. The
     token is released before the queue is looked at a last time, and a thread that
     queues a record tries the token after queueing it, so no record is left behind.
+    Only a sink slower than the run makes a thread wait: one that finds `QUEUE_BOUND`
+    records queued waits until the deliverer brought the queue back under it, so the
+    queue stays bounded and the run goes at the sink's pace (a stream's reader).
     """
 
     __slots__ = (
         "_queue",
         "_retired",
+        "_room",
         "_snapshots",
         "_token",
+        "_waiting",
         "lock",
         "log",
         "sink",
@@ -101,6 +109,10 @@ class TraceChannel:
         self._snapshots: set[str] = set()
         self._queue: collections.deque[tuple[RunObserver, Record]] = collections.deque()
         self._token = threading.Lock()
+        self._room = threading.Condition(threading.Lock())
+        """Notified when the queue is back under `QUEUE_BOUND` (or nobody delivers)."""
+        self._waiting = 0
+        """Threads waiting on `_room`."""
 
     def deliver(self, observer: RunObserver, record: Record) -> None:
         """Deliver `record` now (then what others queue meanwhile), or queue it behind one."""
@@ -108,6 +120,7 @@ class TraceChannel:
         if not token.acquire(False):
             self._queue.append((observer, record))
             if not token.acquire(False):
+                self._wait_for_room()
                 return  # the deliverer will find it
         elif self._queue:
             # Records a failed delivery left in the queue go first.
@@ -124,6 +137,7 @@ class TraceChannel:
                     observer.call_hooks(record)
             except BaseException:
                 token.release()
+                self._make_room()
                 raise
             if not self._queue:
                 token.release()
@@ -138,6 +152,8 @@ class TraceChannel:
             while True:
                 while queue:
                     observer, record = queue.popleft()
+                    if self._waiting and len(queue) <= QUEUE_BOUND:
+                        self._make_room()
                     self.export(record)
                     observer.call_hooks(record)
                 token.release()
@@ -146,7 +162,25 @@ class TraceChannel:
                     return
         except BaseException:
             token.release()
+            self._make_room()
             raise
+
+    def _wait_for_room(self) -> None:
+        """Wait while the queue is over `QUEUE_BOUND` and another thread delivers."""
+        if len(self._queue) <= QUEUE_BOUND:
+            return
+        with self._room:
+            self._waiting += 1
+            try:
+                while len(self._queue) > QUEUE_BOUND and self._token.locked():
+                    self._room.wait()
+            finally:
+                self._waiting -= 1
+
+    def _make_room(self) -> None:
+        """Wake the threads waiting for room."""
+        with self._room:
+            self._room.notify_all()
 
     def settle(self) -> None:
         """Wait until every queued record has been delivered."""
