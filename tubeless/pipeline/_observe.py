@@ -49,7 +49,7 @@ _HOOK_BY_RECORD = {
 _time_ns = time.time_ns
 
 QUEUE_BOUND = 1024
-"""Records queued behind a busy deliverer before a thread that queues one more waits."""
+"""Records queued behind a busy deliverer before a child run waits to start."""
 
 
 def default_now() -> int:
@@ -83,8 +83,9 @@ class TraceChannel:
     meanwhile by others), so no thread waits on a sink while another delivers. The
     token is released before the queue is looked at a last time, and a thread that
     queues a record tries the token after queueing it, so no record is left behind.
-    Only a sink slower than the run makes a thread wait: one that finds `QUEUE_BOUND`
-    records queued waits until the deliverer brought the queue back under it, so the
+    Only a sink slower than the run makes a thread wait, and only where it holds none of
+    the run's locks (a child run's start, see `wait_for_room`): with `QUEUE_BOUND`
+    records queued, it waits until the deliverer brought the queue back under it, so the
     queue stays bounded and the run goes at the sink's pace (a stream's reader).
     """
 
@@ -120,7 +121,6 @@ class TraceChannel:
         if not token.acquire(False):
             self._queue.append((observer, record))
             if not token.acquire(False):
-                self._wait_for_room()
                 return  # the deliverer will find it
         elif self._queue:
             # Records a failed delivery left in the queue go first.
@@ -165,8 +165,13 @@ class TraceChannel:
             self._make_room()
             raise
 
-    def _wait_for_room(self) -> None:
-        """Wait while the queue is over `QUEUE_BOUND` and another thread delivers."""
+    def wait_for_room(self) -> None:
+        """Wait while the queue is over `QUEUE_BOUND` and another thread delivers.
+
+        Called where the thread holds no lock the deliverer may need (its hooks take the
+        run's record lock): as a child run starts, never from `deliver`, whose hooks may
+        queue records of their own while the queue is over the bound.
+        """
         if len(self._queue) <= QUEUE_BOUND:
             return
         with self._room:
