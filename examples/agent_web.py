@@ -660,7 +660,10 @@ function show(event) {
   if (event.kind === "call.started") { item.classList.add("call-running"); calls.set(key, item); }
   if (event.kind === "call.finished") {
     const started = calls.get(key);
-    if (started) { started.classList.replace("call-running", "call-done"); }
+    if (started) {
+      started.classList.replace("call-running", "call-done");
+      started.lastChild.textContent = " " + event.tool + " " + event.callId + ": started";
+    }
     item.classList.add(event.ok ? "call-ok" : "call-error");
   }
   $("events").append(item);
