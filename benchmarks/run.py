@@ -36,6 +36,7 @@ import bench_postgres
 import bench_sessions
 import bench_state
 import bench_stream
+import bench_stream_events
 import bench_traced
 import profile_agent
 from _measure import Verdict
@@ -271,6 +272,22 @@ def run_durable_growth_bench(quick: bool, figures: dict[str, Any]) -> list[Verdi
 SESSION_OPTIONS: dict[str, Any] = {}
 """`--peers` and `--baseline` of the command line, for `run_sessions_bench`."""
 
+
+def run_events_bench(quick: bool, figures: dict[str, Any]) -> list[Verdict]:
+    """Measure and print `pipeline.stream`'s cost per call; return its target (issue 36)."""
+    grid = bench_stream_events.QUICK if quick else bench_stream_events.FULL
+    samples = bench_stream_events.measure(grid)
+    emit(
+        _section("Run events: stream and astream")
+        + bench_stream_events.format_events(grid, samples)
+    )
+    figures["events"] = {
+        "grid": {"turns": grid.turns, "calls": grid.calls, "repeats": grid.repeats},
+        "samplesSeconds": {",".join(map(str, key)): value for key, value in samples.items()},
+    }
+    return [bench_stream_events.verdict(grid, samples)]
+
+
 BENCHES = (
     run_agent_bench,
     run_traced_bench,
@@ -285,6 +302,7 @@ BENCHES = (
     run_trace_store_bench,
     run_otel_bench,
     run_postgres_bench,
+    run_events_bench,
 )
 
 

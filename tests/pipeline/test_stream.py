@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
+import itertools
 import threading
 from typing import Any
 
@@ -206,3 +209,79 @@ def test_cancelling_the_reading_task_cancels_the_run() -> None:
 
     assert asyncio.run(main()) == "cancelled"
     assert _threads() == before
+
+
+def test_a_run_that_raises_raises_its_own_error_to_the_reader() -> None:
+    """Bad controls make `run` raise on the worker: the reader gets that error, even when
+    the worker ended before the reading began."""
+    agent = _agent("raiser", [], {})
+    with agent.stream({}, controls={"bogus": 1}) as events:
+        events._thread.join()
+        with pytest.raises(TypeError, match="Unknown run controls"):
+            list(events)
+
+
+def test_astreams_do_not_hold_the_loops_executor() -> None:
+    """Three streams read at once on a loop whose default executor has one thread: each
+    sees its call start while the calls still wait (a reader parked on an executor
+    thread would starve the others), and `to_thread` work still runs meanwhile."""
+    gate = threading.Event()
+    released: list[bool] = []
+
+    def hold(word: str, context: Any) -> str:
+        released.append(gate.wait(30))  # a backstop: the test fails rather than hangs
+        return word
+
+    tool = tubeless.define_tool(description="Hold", input_schema=TEXT, output_schema=TEXT, run=hold)
+    agents = [
+        _agent(f"held{n}", [{"id": "h", "tool": "hold", "input": "x"}], {"hold": tool})
+        for n in range(3)
+    ]
+    started: list[str] = []
+
+    async def read(agent: Any) -> str:
+        async with agent.astream({}) as events:
+            async for event in events:
+                if event.kind == "call.started":
+                    started.append(event.run_id)
+                    if len(started) == len(agents):
+                        assert await asyncio.to_thread(lambda: "free") == "free"
+                        gate.set()
+        return events.result.status
+
+    async def main() -> list[str]:
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        )
+        return list(await asyncio.gather(*(read(agent) for agent in agents)))
+
+    assert asyncio.run(main()) == ["completed"] * 3
+    assert released == [True] * 3, "every reader saw its call start while the calls waited"
+
+
+def test_concurrent_calls_wait_for_a_reader_that_does_not_read() -> None:
+    """Four calls at a time and a reader that stops after the first event: the run
+    waits (the records queued behind a blocked delivery stay bounded) instead of running
+    its 2,000 calls; once read, every call starts and finishes once."""
+    far = threading.Event()
+    count = itertools.count(1)
+
+    def step(word: str, context: Any) -> str:
+        if next(count) == 1000:
+            far.set()
+        return word
+
+    tool = tubeless.define_tool(description="Step", input_schema=TEXT, output_schema=TEXT, run=step)
+    calls = [{"id": f"c{i}", "tool": "step", "input": "x"} for i in range(2000)]
+    agent = _agent(
+        "pressed", calls, {"step": tool}, limits={"max_calls": 2000, "max_concurrency": 4}
+    )
+    stream = agent.stream({})
+    stream._buffer._capacity = 16
+    with stream as events:
+        read = iter(events)
+        next(read)
+        assert not far.wait(1.0), "the run went on without its reader"
+        kinds = collections.Counter(event.kind for event in read)
+    assert kinds["call.started"] == kinds["call.finished"] == 2000
+    assert events.result.status == "completed"

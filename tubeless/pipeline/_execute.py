@@ -97,7 +97,13 @@ def _scope_for_child(
     iteration: dict[str, Any] | None,
     dry_run: bool,
 ) -> RunScope:
-    """A child run's scope: the parent's signal, channel, logger, clock, sleep and cwd."""
+    """A child run's scope: the parent's signal, channel, logger, clock, sleep and cwd.
+
+    The child waits here while a sink slower than the run has a full queue (its start is
+    where the thread holds none of the run's locks).
+    """
+    if parent.channel is not None:
+        parent.channel.wait_for_room()
     return RunScope(
         pipeline_id=pipeline_id,
         run_id=new_run_id(pipeline_id),

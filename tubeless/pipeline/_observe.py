@@ -49,6 +49,9 @@ _HOOK_BY_RECORD = {
 
 _time_ns = time.time_ns
 
+QUEUE_BOUND = 1024
+"""Records queued behind a busy deliverer before a child run waits to start."""
+
 
 def default_now() -> int:
     """Wall clock in epoch milliseconds."""
@@ -81,13 +84,19 @@ class TraceChannel:
     meanwhile by others), so no thread waits on a sink while another delivers. The
     token is released before the queue is looked at a last time, and a thread that
     queues a record tries the token after queueing it, so no record is left behind.
+    Only a sink slower than the run makes a thread wait, and only where it holds none of
+    the run's locks (a child run's start, see `wait_for_room`): with `QUEUE_BOUND`
+    records queued, it waits until the deliverer brought the queue back under it, so the
+    queue stays bounded and the run goes at the sink's pace (a stream's reader).
     """
 
     __slots__ = (
         "_queue",
         "_retired",
+        "_room",
         "_snapshots",
         "_token",
+        "_waiting",
         "held",
         "lock",
         "log",
@@ -105,6 +114,10 @@ class TraceChannel:
         self._snapshots: set[str] = set()
         self._queue: collections.deque[tuple[RunObserver, Record]] = collections.deque()
         self._token = threading.Lock()
+        self._room = threading.Condition(threading.Lock())
+        """Notified when the queue is back under `QUEUE_BOUND` (or nobody delivers)."""
+        self._waiting = 0
+        """Threads waiting on `_room`."""
 
     def deliver(self, observer: RunObserver, record: Record) -> None:
         """Deliver `record` now (then what others queue meanwhile), or queue it behind one."""
@@ -128,6 +141,7 @@ class TraceChannel:
                     observer.call_hooks(record)
             except BaseException:
                 token.release()
+                self._make_room()
                 raise
             if not self._queue:
                 token.release()
@@ -142,6 +156,8 @@ class TraceChannel:
             while True:
                 while queue:
                     observer, record = queue.popleft()
+                    if self._waiting and len(queue) <= QUEUE_BOUND:
+                        self._make_room()
                     self.export(record)
                     observer.call_hooks(record)
                 token.release()
@@ -150,7 +166,30 @@ class TraceChannel:
                     return
         except BaseException:
             token.release()
+            self._make_room()
             raise
+
+    def wait_for_room(self) -> None:
+        """Wait while the queue is over `QUEUE_BOUND` and another thread delivers.
+
+        Called where the thread holds no lock the deliverer may need (its hooks take the
+        run's record lock): as a child run starts, never from `deliver`, whose hooks may
+        queue records of their own while the queue is over the bound.
+        """
+        if len(self._queue) <= QUEUE_BOUND:
+            return
+        with self._room:
+            self._waiting += 1
+            try:
+                while len(self._queue) > QUEUE_BOUND and self._token.locked():
+                    self._room.wait()
+            finally:
+                self._waiting -= 1
+
+    def _make_room(self) -> None:
+        """Wake the threads waiting for room."""
+        with self._room:
+            self._room.notify_all()
 
     def settle(self) -> None:
         """Wait until every queued record has been delivered."""

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Iterator
+import typing
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +33,7 @@ BUFFER = 256
 """Events waiting for the reader before a lifecycle event makes the run wait."""
 
 _DONE = object()
+_EMPTY = object()
 
 
 class _Buffer:
@@ -42,6 +45,9 @@ class _Buffer:
         self._progress: dict[str, RunEvent] = {}
         self._changed = threading.Condition(threading.Lock())
         self._closed = False
+        self.waker: Callable[[], None] | None = None
+        """Called (off the lock) when an item arrives for a reader that `poll`ed in vain."""
+        self._polled_in_vain = False
 
     def put(self, event: RunEvent) -> None:
         with self._changed:
@@ -60,13 +66,23 @@ class _Buffer:
                 if self._closed:
                     return
                 self._items.append(event)
-            self._changed.notify_all()
+            wake = self._arrived()
+        if wake is not None:
+            wake()
+
+    def _arrived(self) -> Callable[[], None] | None:
+        """Wake the readers (lock held); the waker to call once the lock is released."""
+        self._changed.notify_all()
+        wake, self._polled_in_vain = self.waker if self._polled_in_vain else None, False
+        return wake
 
     def end(self) -> None:
         """Mark the end of the events (the run returned)."""
         with self._changed:
             self._items.append(_DONE)
-            self._changed.notify_all()
+            wake = self._arrived()
+        if wake is not None:
+            wake()
 
     def close(self) -> None:
         """Stop taking events: writers no longer wait for room."""
@@ -79,15 +95,27 @@ class _Buffer:
         with self._changed:
             while not self._items:
                 self._changed.wait()
-            item = self._items.popleft()
-            self._changed.notify_all()
-            if item is _DONE:
-                self._items.appendleft(_DONE)
-                return None
-            if isinstance(item, str):
-                return self._progress.pop(item)
-            event: RunEvent = item
-            return event
+            return self._take()
+
+    def poll(self) -> RunEvent | object | None:
+        """The next event, `None` at the end, or `_EMPTY` (then `waker` runs on the next
+        arrival)."""
+        with self._changed:
+            if self._items:
+                return self._take()
+            self._polled_in_vain = True
+            return _EMPTY
+
+    def _take(self) -> RunEvent | None:
+        item = self._items.popleft()
+        self._changed.notify_all()
+        if item is _DONE:
+            self._items.appendleft(_DONE)
+            return None
+        if isinstance(item, str):
+            return self._progress.pop(item)
+        event: RunEvent = item
+        return event
 
 
 class _EventSink:
@@ -145,7 +173,6 @@ class RunStream:
         self._result: PipelineRun | None = None
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="tubeless-stream", daemon=True)
-        self._finished = False
 
     def _work(self) -> None:
         try:
@@ -171,17 +198,20 @@ class RunStream:
         self.close()
 
     def __iter__(self) -> Iterator[RunEvent]:
-        if not self._thread.is_alive() and not self._finished and self._result is None:
+        if self._thread.ident is None:  # read without `with`: start the run now
             self._thread.start()
         while True:
             event = self._buffer.get()
             if event is None:
-                self._finished = True
-                self._thread.join()
-                if self._failure is not None:
-                    raise self._failure
+                self._ended()
                 return
             yield event
+
+    def _ended(self) -> None:
+        """After the last event: join the worker, and raise what `run` raised, if anything."""
+        self._thread.join()
+        if self._failure is not None:
+            raise self._failure
 
     def close(self) -> None:
         """Cancel the run if it is still going, and wait for it (idempotent)."""
@@ -240,17 +270,25 @@ class AsyncRunStream:
     """`RunStream` for asyncio: `async with pipeline.astream(...) as events:`.
 
     The run still runs on a worker thread; each event is awaited without blocking the
-    event loop. Cancelling the task that reads the events cancels the run, and leaving
-    the block waits for the run to end.
+    event loop, and without holding one of its executor's threads (the worker wakes the
+    reader through the loop). Cancelling the task that reads the events cancels the run,
+    and leaving the block waits for the run to end.
     """
 
     def __init__(self, stream: RunStream) -> None:
         self._stream = stream
-        self._events: Iterator[RunEvent] | None = None
+        self._ready: asyncio.Event | None = None
 
     async def __aenter__(self) -> AsyncRunStream:
+        loop = asyncio.get_running_loop()
+        ready = self._ready = asyncio.Event()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody reads
+                loop.call_soon_threadsafe(ready.set)
+
+        self._stream._buffer.waker = wake
         self._stream.__enter__()
-        self._events = iter(self._stream)
         return self
 
     async def __aexit__(
@@ -265,18 +303,23 @@ class AsyncRunStream:
         return self
 
     async def __anext__(self) -> RunEvent:
-        assert self._events is not None, "use `async with pipeline.astream(...)`"
+        assert self._ready is not None, "use `async with pipeline.astream(...)`"
         try:
-            return await asyncio.to_thread(next, self._events, None) or _stop()
+            while True:
+                self._ready.clear()
+                item = self._stream._buffer.poll()
+                if item is not _EMPTY:
+                    break
+                await self._ready.wait()
         except asyncio.CancelledError:
             self._stream._signal.set()
             raise
+        if item is None:
+            self._stream._ended()  # the worker's last act was to mark the end
+            raise StopAsyncIteration
+        return typing.cast(RunEvent, item)
 
     @property
     def result(self) -> PipelineRun:
         """The run's report, once every event was read."""
         return self._stream.result
-
-
-def _stop() -> RunEvent:
-    raise StopAsyncIteration
