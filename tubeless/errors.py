@@ -176,6 +176,9 @@ class TubelessError(Exception):
     """Base of every exception tubeless raises; `code` names the failure."""
 
     code: str
+    issues_of_cause: typing.ClassVar[bool] = False
+    """Whether a run's diagnostic shows the issues of a `SchemaValidationError` that
+    caused this error as its own (true for `AgentError`: a refused boundary it wraps)."""
 
     def __init__(self, message: str, *, code: str) -> None:
         super().__init__(message)
@@ -476,6 +479,8 @@ class AgentDefinitionError(DefinitionError, TypeError):
 
 class AgentError(RunError):
     """A decision, a call or a state was rejected while an agent ran."""
+
+    issues_of_cause = True
 
 
 class AgentLimitError(AgentError):
