@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -280,3 +281,77 @@ def test_no_import_cycle_inside_a_package(package: pathlib.Path) -> None:
     }
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+# -- no agent concept in the pipeline core ---------------------------------------------
+#
+# The core gives layers above it one typed slot (`RunExtension`, see
+# `tubeless.pipeline.lowlevel`); it names none of their concepts. Words are matched on the
+# parts of identifiers (snake_case and CamelCase), so `release` is no `lease`.
+AGENT_WORDS = (
+    "agent",
+    "approval",
+    "cassette",
+    "journal",
+    "checkpoint",
+    "durab",
+    "delegat",
+    "lease",
+    "resum",
+)
+# Public names that predate the slot; the core carries or forwards them without reading them.
+AGENT_WORD_ALLOWED: dict[str, frozenset[str]] = {
+    # `RunContext(execution_key=, approvals=, cassette=)`: public fields, carried as
+    # extensions the agent layer binds (`bind_context_field`); the core never reads them.
+    "_controls.py": frozenset({"execution_key", "approvals", "cassette"}),
+    # `PipelineRun.pending_approvals`: public; read from the run's exceptions through
+    # `tubeless.errors.pending_approvals_of`.
+    "_run_result.py": frozenset({"pending_approvals", "PendingApproval", "pending_approvals_of"}),
+    # The public `approval.pending` run event is made from `PipelineRun.pending_approvals`.
+    "_stream.py": frozenset({"pending_approvals", "agent_run_id"}),
+}
+_WORD_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def _identifiers(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.update(part for part in (node.name, node.asname) if part)
+    return names
+
+
+def _names_an_agent_concept(identifier: str) -> bool:
+    if "execution_key" in identifier.lower():
+        return True
+    parts = [part.lower() for part in _WORD_PARTS.findall(identifier)]
+    return any(part.startswith(AGENT_WORDS) for part in parts)
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "pipeline").rglob("*.py")), ids=lambda p: p.name)
+def test_the_pipeline_core_names_no_agent_concept(path: pathlib.Path) -> None:
+    """No identifier in `tubeless/pipeline/` names an agent concept (beyond the allow-list)."""
+    tree = ast.parse(path.read_text("utf-8"))
+    allowed = AGENT_WORD_ALLOWED.get(path.name, frozenset())
+    found = sorted(
+        name for name in _identifiers(tree) if _names_an_agent_concept(name) and name not in allowed
+    )
+    assert found == [], f"{path.name} names agent concepts: {found}"
+
+
+def test_the_agent_word_check_can_fail() -> None:
+    """The word check finds agent concepts in identifiers and ignores look-alikes."""
+    assert _names_an_agent_concept("approvals_of")
+    assert _names_an_agent_concept("CassetteSession")
+    assert _names_an_agent_concept("execution_key")
+    assert _names_an_agent_concept("AGENT_DEFINITIONS")
+    assert not _names_an_agent_concept("release")
+    assert not _names_an_agent_concept("ExecutionContext")

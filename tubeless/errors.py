@@ -1,45 +1,61 @@
 """Every error tubeless raises or records, in one place.
 
-Exceptions (each carries a `code` string unless noted)::
+Exceptions (each carries a `code` string unless noted). The families (`DefinitionError`,
+`RunError`, `TraceError`, `StoreError`, `CliError`, `McpError`) carry no code of their own:
+catch one to catch every error below it. A class under two families is listed under both::
 
     Exception
     ├── TubelessError                  base of everything below; `.code`
-    │   ├── PipelineDefinitionError    a pipeline graph is invalid; `.errors`, `.pipeline_id`
-    │   ├── PipelineExecutionError     `run_or_raise` on a run that did not complete; `.result`
-    │   │   └── PipelineWaitingError   the run waits for approval; `.pending_approvals`
-    │   ├── DefinitionIdentityError    a stored definition snapshot does not match its identity
-    │   ├── RunCancelledError          a run's signal was set (the AbortError of tubeless)
-    │   │   └── PipelineCancelledError `run_or_raise` on a cancelled run; also a
-    │   │                              `PipelineExecutionError`, with `.result`
-    │   ├── ChildPipelineError         fan-out children failed; `.cancelled`, `.fan_out`
-    │   ├── IterationError             an iteration went past its bound or got a bad decision
-    │   ├── SchemaDefinitionError      something given as a schema is not one
+    │   ├── DefinitionError            family: a definition was rejected; fix the code
+    │   │   ├── PipelineDefinitionError  a pipeline graph is invalid; `.errors`, `.pipeline_id`
+    │   │   ├── DefinitionIdentityError  a stored definition snapshot does not match its
+    │   │   │                            identity (also a `ValueError`)
+    │   │   ├── SchemaDefinitionError    something given as a schema is not one (`TypeError`)
+    │   │   └── AgentDefinitionError     `define_tool`/`define_agent` rejected a definition
+    │   │                                (also a `TypeError`)
+    │   ├── RunError                   family: a run did not complete, or its parts rejected
+    │   │   │                          something while it ran
+    │   │   ├── PipelineExecutionError   `run_or_raise` on a run that did not complete; `.result`
+    │   │   │   └── PipelineWaitingError the run waits for approval; `.pending_approvals`
+    │   │   ├── RunCancelledError        a run's signal was set (the AbortError of tubeless)
+    │   │   │   └── PipelineCancelledError `run_or_raise` on a cancelled run; also a
+    │   │   │                            `PipelineExecutionError`, with `.result`
+    │   │   ├── ChildPipelineError       fan-out children failed; `.cancelled`, `.fan_out`
+    │   │   ├── IterationError           an iteration went past its bound or got a bad decision
+    │   │   ├── ToolError                an expected domain failure raised by a tool handler
+    │   │   ├── AgentError               a model decision, state or usage amount was rejected
+    │   │   │   ├── AgentLimitError      an agent limit was exhausted; `.limit`, `.bound`, ...
+    │   │   │   ├── CheckpointStoreError a checkpoint store could not be opened, read or
+    │   │   │   │                        written, or holds damage; `.store`, `.key`
+    │   │   │   │                        (also a `StoreError`)
+    │   │   │   └── ApprovalRequiredError calls wait for a person's approval;
+    │   │   │                            `.pending_approvals`
+    │   │   └── CassetteError            a cassette file is missing, unreadable or malformed
+    │   │       └── ReplayDivergedError  a replayed run left its recording; `.agent_path`,
+    │   │                                `.turn`, `.call_id`, `.difference`
+    │   ├── TraceError                 family: a trace record, sink, store or export failed
+    │   │   ├── TraceRecordError         a record does not match the trace v3 wire schema
+    │   │   │                            (also a `ValueError`)
+    │   │   ├── TraceSinkError           a trace sink could not take a record; `.partial`
+    │   │   ├── TraceStoreError          a trace file or store cannot be opened or read
+    │   │   │                            (also a `StoreError`)
+    │   │   └── TraceExportError         an OTLP endpoint did not take the exported spans
+    │   ├── StoreError                 family: a store could not be opened, read or written
+    │   │   ├── TraceStoreError          (also a `TraceError`)
+    │   │   └── CheckpointStoreError     (also an `AgentError`)
+    │   ├── CliError                   family: the CLI stopped before running anything
+    │   │   ├── CliHelpRequested         `--help` was given; `.help_text` is what to print
+    │   │   ├── CliValidationError       command-line arguments were rejected; `.errors`
+    │   │   │   └── CliUsageError        command-line arguments could not be parsed at all
+    │   │   └── CliLoadError             the CLI could not load a module or store; `.exit_code`
+    │   ├── McpError                   family: an MCP server could not serve its tools
+    │   │   ├── McpConnectionError       the server could not be reached, or the connection died
+    │   │   ├── McpServerClosedError     the server is not open (not entered yet, or closed)
+    │   │   ├── McpToolDriftError        live tool definitions differ from the pinned ones;
+    │   │   │                            `.tools`
+    │   │   └── McpLockError             a lock file is not a valid MCP lock document
+    │   │                                (also a `ValueError`)
     │   ├── SchemaIssues               raised by validators: `.issues` (also a `ValueError`)
-    │   ├── ToolError                  an expected domain failure raised by a tool handler
-    │   ├── TraceRecordError           a trace record does not match the trace v3 wire schema
-    │   ├── TraceSinkError             a trace sink could not take a record; `.partial`
-    │   ├── TraceStoreError            a trace file or store cannot be opened or read
-    │   ├── TraceExportError           an OTLP endpoint did not take the exported spans
-    │   ├── MissingExtraError          an optional extra is not installed; `.extra` (ImportError)
-    │   ├── AgentDefinitionError       `define_tool`/`define_agent` rejected a definition
-    │   ├── AgentError                 a model decision, state or usage amount was rejected
-    │   │   ├── AgentLimitError        an agent limit was exhausted; `.limit`, `.bound`, ...
-    │   │   ├── CheckpointStoreError   a checkpoint store could not be opened, read or written,
-    │   │   │                          or holds damage; `.store`, `.key`
-    │   │   └── ApprovalRequiredError  calls wait for a person's approval; `.pending_approvals`
-    │   ├── CassetteError              a cassette file is missing, unreadable or malformed
-    │   │   └── ReplayDivergedError    a replayed run left its recording; `.agent_path`,
-    │   │                              `.turn`, `.call_id`, `.difference`
-    │   ├── CliHelpRequested           `--help` was given; `.help_text` is what to print
-    │   ├── CliValidationError         command-line arguments were rejected; `.errors`
-    │   │   └── CliUsageError          command-line arguments could not be parsed at all
-    │   ├── CliLoadError               the CLI could not load a module or store; `.exit_code`
-    │   ├── McpError                   an MCP server could not serve its tools
-    │   │   ├── McpConnectionError     the server could not be reached, or the connection died
-    │   │   ├── McpServerClosedError   the server is not open (not entered yet, or closed)
-    │   │   ├── McpToolDriftError      live tool definitions differ from the pinned ones;
-    │   │   │                          `.tools`
-    │   │   └── McpLockError           a lock file is not a valid MCP lock document
     │   └── MissingExtraError          an optional dependency is not installed; `.extra`
     │                                  (also an `ImportError`)
     └── ValueError
@@ -104,10 +120,12 @@ __all__ = [
     "CassetteError",
     "CheckpointStoreError",
     "ChildPipelineError",
+    "CliError",
     "CliHelpRequested",
     "CliLoadError",
     "CliUsageError",
     "CliValidationError",
+    "DefinitionError",
     "DefinitionIdentityError",
     "Diagnostic",
     "ErrorCause",
@@ -130,11 +148,14 @@ __all__ = [
     "PipelineWaitingError",
     "ReplayDivergedError",
     "RunCancelledError",
+    "RunError",
     "SchemaDefinitionError",
     "SchemaIssues",
     "SchemaValidationError",
+    "StoreError",
     "ToolError",
     "TornTraceWarning",
+    "TraceError",
     "TraceExportError",
     "TraceRecordError",
     "TraceSinkError",
@@ -155,6 +176,9 @@ class TubelessError(Exception):
     """Base of every exception tubeless raises; `code` names the failure."""
 
     code: str
+    issues_of_cause: typing.ClassVar[bool] = False
+    """Whether a run's diagnostic shows the issues of a `SchemaValidationError` that
+    caused this error as its own (true for `AgentError`: a refused boundary it wraps)."""
 
     def __init__(self, message: str, *, code: str) -> None:
         super().__init__(message)
@@ -166,11 +190,35 @@ class TubelessError(Exception):
         return str(self.args[0]) if self.args else ""
 
 
+class DefinitionError(TubelessError):
+    """Family: something given at definition time was rejected (a pipeline, an agent or
+    tool, a schema, a stored definition snapshot). Fix the code; retrying will not help."""
+
+
+class RunError(TubelessError):
+    """Family: a run did not complete: it failed, was cancelled, waits for approval, or
+    its agent, tools, fan-out children or cassette rejected something while it ran."""
+
+
+class TraceError(TubelessError):
+    """Family: a trace record, sink, store or export failed (the `tubeless.trace` errors)."""
+
+
+class StoreError(TubelessError):
+    """Family: a trace store or checkpoint store could not be opened, read or written, or
+    what it holds is damaged. Nothing saved before is lost; fix the cause and retry."""
+
+
+class CliError(TubelessError):
+    """Family: the `tubeless` program or a pipeline command stopped before running: help
+    was asked for, arguments were rejected, or a module or store could not be loaded."""
+
+
 def _joined(errors: Sequence[Diagnostic]) -> str:
     return "; ".join(format_diagnostic(error) for error in errors)
 
 
-class PipelineDefinitionError(TubelessError):
+class PipelineDefinitionError(DefinitionError):
     """A pipeline definition is invalid; `errors` lists every problem with its code."""
 
     pipeline_id: str
@@ -186,7 +234,7 @@ class PipelineDefinitionError(TubelessError):
         super().__init__(text, code=first)
 
 
-class PipelineExecutionError(TubelessError):
+class PipelineExecutionError(RunError):
     """`run_or_raise` was given a run that did not complete; `result` is that run.
 
     `code` is the code of the run's first error and `__cause__` the exception behind it.
@@ -239,14 +287,14 @@ class PipelineWaitingError(PipelineExecutionError):
         self.code = _APPROVAL_REQUIRED_CODE
 
 
-class DefinitionIdentityError(TubelessError, ValueError):
+class DefinitionIdentityError(DefinitionError, ValueError):
     """A stored definition snapshot was edited: its fingerprints no longer match its content."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_DEFINITION_IDENTITY_INVALID")
 
 
-class RunCancelledError(TubelessError):
+class RunCancelledError(RunError):
     """The run's signal was set: work stopped cooperatively (an `AbortError` in JavaScript)."""
 
     def __init__(self, message: str = "Pipeline run aborted") -> None:
@@ -265,7 +313,7 @@ class PipelineCancelledError(RunCancelledError, PipelineExecutionError):
         PipelineExecutionError.__init__(self, result)
 
 
-class ChildPipelineError(TubelessError):
+class ChildPipelineError(RunError):
     """Child runs of a fan-out step failed or were cancelled.
 
     `cancelled` is true only when every unsuccessful child was cancelled (failure wins);
@@ -291,21 +339,21 @@ class ChildPipelineError(TubelessError):
         self.item_errors = item_errors
 
 
-class IterationError(TubelessError):
+class IterationError(RunError):
     """An iteration step got a malformed transition or went past `max_iterations`.
 
     `code` is `TUBELESS_ITERATION_LIMIT_REACHED` or `TUBELESS_ITERATION_INVALID_DECISION`.
     """
 
 
-class SchemaDefinitionError(TubelessError, TypeError):
+class SchemaDefinitionError(DefinitionError, TypeError):
     """Something given where a schema is expected is not a usable schema."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_SCHEMA_INVALID")
 
 
-class ToolError(TubelessError):
+class ToolError(RunError):
     """An expected domain failure raised by a tool handler.
 
     The agent turns it into the outcome `{"id", "tool", "ok": False, "error": {"code",
@@ -328,14 +376,14 @@ class ToolError(TubelessError):
         super().__init__(message, code=code)
 
 
-class TraceRecordError(TubelessError, ValueError):
+class TraceRecordError(TraceError, ValueError):
     """A trace record does not match the trace v3 wire schema; the message names where."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_TRACE_RECORD_INVALID")
 
 
-class TraceSinkError(TubelessError):
+class TraceSinkError(TraceError):
     """A sink failed to take a record.
 
     `partial` is true when a composed sink retired only some of its destinations and the
@@ -349,14 +397,14 @@ class TraceSinkError(TubelessError):
         self.partial = partial
 
 
-class TraceStoreError(TubelessError):
+class TraceStoreError(TraceError, StoreError):
     """A trace file or store cannot be opened, read or written (wrong version, bad line)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_TRACE_STORE_INVALID")
 
 
-class TraceExportError(TubelessError):
+class TraceExportError(TraceError):
     """An OTLP endpoint refused or never answered an export of spans (`tubeless export otel`)."""
 
     def __init__(self, message: str) -> None:
@@ -422,15 +470,17 @@ class McpLockError(McpError, ValueError):
         super().__init__(message, code="TUBELESS_MCP_INVALID_LOCK")
 
 
-class AgentDefinitionError(TubelessError, TypeError):
+class AgentDefinitionError(DefinitionError, TypeError):
     """`define_tool` or `define_agent` rejected its arguments."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, code="TUBELESS_AGENT_INVALID_DEFINITION")
 
 
-class AgentError(TubelessError):
+class AgentError(RunError):
     """A decision, a call or a state was rejected while an agent ran."""
+
+    issues_of_cause = True
 
 
 class AgentLimitError(AgentError):
@@ -439,8 +489,7 @@ class AgentLimitError(AgentError):
     `scope` is the run id of the agent whose budget refused (in a tree of subagents, an
     ancestor's budget may refuse a descendant's batch). For a usage limit (`max_cost`,
     `max_*_tokens`) `consumed` counts what is spent and reserved so far, and the numbers
-    of `max_cost` may be floats.
-    ancestor's budget may refuse a descendant's batch). For `max_seconds`, `bound` and
+    of `max_cost` may be floats. For `max_seconds`, `bound` and
     `consumed` are seconds (floats) and `requested` is 0.
     """
 
@@ -471,7 +520,7 @@ class AgentLimitError(AgentError):
         )
 
 
-class CheckpointStoreError(AgentError):
+class CheckpointStoreError(AgentError, StoreError):
     """A checkpoint store could not be opened, read or written, or what it holds is damaged.
 
     Codes: `TUBELESS_AGENT_CHECKPOINT_READ_FAILED` (the store cannot be opened or read:
@@ -570,7 +619,7 @@ def pending_approvals_of(error: BaseException | None) -> tuple[PendingApproval, 
     return ()
 
 
-class CassetteError(TubelessError):
+class CassetteError(RunError):
     """A cassette cannot be used: missing in replay mode, unreadable, malformed, or a run
     whose decisions or outcomes are not JSON data.
 
@@ -611,7 +660,7 @@ class ReplayDivergedError(CassetteError):
         )
 
 
-class CliHelpRequested(TubelessError):  # noqa: N818 - the TypeScript tubeless's name
+class CliHelpRequested(CliError):  # noqa: N818 - the TypeScript tubeless's name
     """`-h`/`--help` was given: print `help_text` and exit 0."""
 
     help_text: str
@@ -621,7 +670,7 @@ class CliHelpRequested(TubelessError):  # noqa: N818 - the TypeScript tubeless's
         self.help_text = help_text
 
 
-class CliValidationError(TubelessError):
+class CliValidationError(CliError):
     """Command-line arguments were parsed but rejected (exit code 4 for a command).
 
     `errors` holds one message per problem; `help_text` is the command's help, printed
@@ -643,14 +692,14 @@ class CliUsageError(CliValidationError):
     """Command-line arguments could not be parsed: an unknown flag, a missing value, ...
 
     For a command's own arguments it is a validation error (exit code 4); for the
-    workbench's own flags it is a usage error (exit code 1).
+    `tubeless` program's own flags it is a usage error (exit code 1).
     """
 
     def __init__(self, errors: Iterable[str], help_text: str = "") -> None:
         super().__init__(errors, help_text, code="TUBELESS_CLI_USAGE")
 
 
-class CliLoadError(TubelessError):
+class CliLoadError(CliError):
     """The CLI could not load what it was pointed at; `exit_code` says how it failed.
 
     `exit_code` is 2 for a missing or broken module, project file or store (and a lookup

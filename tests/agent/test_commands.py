@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tubeless.agent import define_agent, define_tool
-from tubeless.cli._command import define_pipeline_command
+from tubeless.cli._commands._command import define_pipeline_command
 from tubeless.cli._project import define_project
 from tubeless.errors import SchemaIssues
 from tubeless.schema import validator

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-# The plan/inspect/graph fixture of the reference's workbench tests.
+# The plan/inspect/graph fixture of the reference's program tests.
 PIPELINE_MODULE = """
 from tubeless.pipeline import create_steps, define_pipeline
 

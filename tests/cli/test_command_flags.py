@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tubeless.cli._command_flags import ABSENT, CliParameter, flag_for, parse_number
+from tubeless.cli._commands._flags import ABSENT, CliParameter, flag_for, parse_number
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tubeless.cli._command_options import (
+from tubeless.cli._commands._options import (
     CONTROL_KEYS,
     control_parameters,
     domain_values,

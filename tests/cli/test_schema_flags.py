@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tubeless.cli._command_flags import NO_DEFAULT
-from tubeless.cli._schema_flags import infer_parameters
+from tubeless.cli._commands._flags import NO_DEFAULT
+from tubeless.cli._commands._schema_flags import infer_parameters
 
 
 def _one(schema: dict[str, Any], required: list[str] | None = None, **overrides: Any) -> Any:

@@ -1,4 +1,44 @@
-"""The agent harness: tools, limits, usage budgets and a bounded decide -> calls -> reduce loop."""
+"""The agent harness: tools, limits, usage budgets and a bounded decide -> calls -> reduce loop.
+
+Glossary (one name per concept; code, docs and messages use these):
+
+execution
+    One logical invocation of a durable agent, which may take several attempts (runs):
+    it survives crashes and waits for approval. Its ids are `ExecutionIds` (`.id`, the
+    stable agent path `.agent`, `.turn`, `.call`). Not to be confused with
+    `tubeless.pipeline.ExecutionContext`, which is what skip predicates and finalizers of
+    *one run* receive (the pipeline core's name, kept).
+execution key
+    The name an execution is saved under in a checkpoint store: `Durability.key(options)`,
+    or `context={"execution_key": ...}` for the root run. Same key, same execution: run
+    again to resume it.
+checkpoint
+    The one saved document of an execution (every agent node of its tree), as a
+    `CheckpointStore` holds it under the execution key.
+journal
+    The writer of a checkpoint while an attempt runs: it batches and syncs every receipt
+    (reservation, decision, call intent and outcome, reduced state) before the agent goes
+    on. Internally `Journal` is the execution's writer and `AgentJournal` one agent
+    node's part of it.
+lease
+    Ownership of one execution key by one attempt (`CheckpointLease`), from
+    `CheckpointStore.acquire` until closed; a second attempt on the same key is refused.
+subagent
+    An agent used as another agent's tool (`pipeline_tool(agent)`): it joins the calling
+    agent's budget, and its journal when both are durable. "Child agent" means the same.
+delegation
+    What a subagent inherits from the call that started it: the caller's budget, the
+    call's trace attributes, its place in the journal and its ids (`Delegation`, handed
+    to the child run through a run extension).
+pipeline tool
+    A tool whose call runs a pipeline (`pipeline_tool(...)`); a subagent is the pipeline
+    tool whose pipeline is an agent. Its private definition is `PipelineToolSpec`.
+fold / projection
+    Reading a trace: a *fold* (`tubeless.trace.RunFold`, `StepFold`) consumes one run's
+    records as they arrive; a *projection* (`project_runs`) folds a whole record stream
+    into frozen `Stored*` values (`StoredRun`, `StoredStep`, ...); an agent's *view*
+    (`AgentView`, `AgentHistory`) is the projection of an agent's records.
+"""
 
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._types import (

@@ -22,17 +22,12 @@ from tubeless.agent._approvals import (
 from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._cassette import CassetteSession
-from tubeless.agent._delegate import (
-    AGENT_DEFINITIONS,
-    APPROVAL_AGENTS,
-    DURABLE_AGENTS,
-    Delegation,
-    PipelineToolSpec,
-    delegation_of,
-)
+from tubeless.agent._delegate import DELEGATION, AgentFacts, Delegation, PipelineToolSpec
 from tubeless.agent._journal import AgentJournal, Durability, Journal, NodeIdentity
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._pipeline_tool import pipeline_tool_pipeline
+from tubeless.agent._plan_block import AgentBlock
+from tubeless.agent._run_extensions import APPROVALS, CASSETTE, EXECUTION_KEY
 from tubeless.agent._state import own_state
 from tubeless.agent._tools import (
     TOOL_NAME,
@@ -69,9 +64,7 @@ from tubeless.pipeline import (
 )
 from tubeless.pipeline.lowlevel import (
     IterationRunner,
-    approvals_of,
-    cassette_of,
-    execution_key_of,
+    extension_of,
     is_cancellation,
     meter_usage,
     observed,
@@ -176,7 +169,7 @@ def _annotation(
     pipes: dict[str, Pipeline],
 ) -> StepAnnotation:
     capabilities = tuple(_capability_entry(name, spec, pipes[name]) for name, spec in specs.items())
-    data = FrozenDict(
+    data = AgentBlock(
         limits=FrozenDict(limits.to_dict()),
         resultSchemaFingerprint=fingerprint(result_descriptor),
         capabilities=capabilities,
@@ -274,6 +267,8 @@ class AgentStep:
         self._turn = turn
         self.definition_id = ""
         """The agent's own definition id, bound once the pipeline is defined."""
+        self.agent_facts: AgentFacts | None = None
+        """What the agent is (`agent_facts(pipeline)` reads it), bound with the id."""
 
     @property
     def runtime(self) -> AgentRuntime:
@@ -299,10 +294,10 @@ class AgentStep:
             return None, None
         if delegation is not None and delegation.slot is not None:
             return None, delegation.slot.child(self._identity(context.options))
-        journal = Journal.open(durability, context.options, execution_key_of(context))
+        journal = Journal.open(durability, context.options, extension_of(context, EXECUTION_KEY))
         try:
             root = AgentJournal.root(journal, self._identity(context.options))
-            decisions = check_approvals(approvals_of(context))
+            decisions = check_approvals(extension_of(context, APPROVALS))
             if "result" not in root.node and "failure" not in root.node:
                 # Decisions (edits included) are checked against every waiting call of the
                 # tree, before any callback.
@@ -317,7 +312,7 @@ class AgentStep:
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> Any:
         raise_if_cancelled(context.signal)
-        cassette = cassette_of(context)
+        cassette = extension_of(context, CASSETTE)
         if cassette is None or context.dry_run:
             return self._call(inputs, context, None)
         with cassette.session() as session:
@@ -326,7 +321,7 @@ class AgentStep:
     def _call(
         self, inputs: Mapping[str, Any], context: StepContext, session: CassetteSession | None
     ) -> Any:
-        delegation = delegation_of(context)
+        delegation = extension_of(context, DELEGATION)
         owned, journal = self._journal(context, delegation)
         try:
             return self._invoke(inputs, context, delegation, journal, session)
@@ -572,9 +567,7 @@ def define_agent(
         implementation_version=implementation_version,
     )
     agent_step.definition_id = agent.definition.identity.definition_id
-    AGENT_DEFINITIONS.add(agent_step.definition_id)
-    if durability is not None:
-        DURABLE_AGENTS.add(agent_step.definition_id)
-    if approval_tools:
-        APPROVAL_AGENTS.add(agent_step.definition_id)
+    agent_step.agent_facts = AgentFacts(
+        agent_step.definition_id, durable=durability is not None, approvals=bool(approval_tools)
+    )
     return agent

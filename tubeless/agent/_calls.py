@@ -9,9 +9,9 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless.agent._deadline import TIMED_OUT_CODE, Attempt, CallTiming, run_attempts
 from tubeless.agent._delegate import (
+    DELEGATION,
     Delegation,
     PipelineToolSpec,
-    delegating,
     failure_outcome,
     tool_errors,
 )
@@ -251,16 +251,16 @@ class _Batch:
         if isinstance(spec, PipelineToolSpec) and spec.subagent:
             # The subagent's own jobs take permits; waiting for it holds none.
             delegation = Delegation(budget, attributes, slot, self._ids(call))
-            with delegating(self._context.run_id, call.id, delegation):
-                ran = run_child_pipeline(
-                    self._context,
-                    pipeline,
-                    call.input,
-                    controls=self._controls,
-                    plan=call.plan,
-                    item_key=call.id,
-                    options_checked=True,
-                )
+            ran = run_child_pipeline(
+                self._context,
+                pipeline,
+                call.input,
+                controls=self._controls,
+                plan=call.plan,
+                item_key=call.id,
+                options_checked=True,
+                extensions={DELEGATION: delegation},
+            )
             return self._outcome(call, spec, pipeline, ran)
         if isinstance(spec, PipelineToolSpec):
             # An ordinary pipeline runs handlers only: one job for its whole run.
@@ -324,7 +324,9 @@ class _Batch:
         if isinstance(ran, ChildValue) or (ran.status == "completed" and ran.finalized):
             return FrozenDict(id=call.id, tool=call.tool, ok=True, value=ran.value)
         errors = (
-            tool_errors(ran) if isinstance(spec, PipelineToolSpec) else _handler_tool_error(ran)
+            tool_errors(ran, spec.agents)
+            if isinstance(spec, PipelineToolSpec)
+            else _handler_tool_error(ran)
         )
         if not errors:
             raise child_failure(pipeline, call.plan, ran, item_key=call.id)

@@ -1,24 +1,23 @@
 """Delegation: what a pipeline tool is, how its child joins the agent tree, how it ends.
 
-A pipeline tool call hands its child run the calling agent's budget through a short-lived
-entry keyed by (the turn run id, the call id): exactly the `parentRunId` and `itemKey` the
-child's root run gets. A run started by hand inside a handler is a root run with no item
-key, so it never finds an entry and stays outside the tree.
+A subagent call hands its child run the calling agent's budget as a run extension
+(`DELEGATION`) of that child run alone. A run started by hand inside a handler is a root
+run without it, so it stays outside the tree. What a pipeline made by `define_agent` is
+(durable, with calls that may wait for approval) is carried by its agent step
+(`AgentFacts`), never by a process-wide registry.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.agent._budget import Budget
 from tubeless.errors import AgentError, ChildPipelineError, PipelineExecutionError, ToolError
-from tubeless.pipeline import ExecutionContext, Pipeline, PipelinePlan, PipelineRun
-from tubeless.pipeline.lowlevel import item_key_of
+from tubeless.pipeline import Pipeline, PipelinePlan, PipelineRun
+from tubeless.pipeline.lowlevel import RunExtension
 from tubeless.schema import Schema, validate_boundary
 
 if TYPE_CHECKING:
@@ -28,12 +27,45 @@ TOOL_ERRORS_CODE = "TUBELESS_TOOL_ERRORS"
 TOOL_ERRORS_ENTRY_LIMIT = 32
 TOOL_ERRORS_MESSAGE_LIMIT = 4096
 
-AGENT_DEFINITIONS: set[str] = set()
-"""Definition ids of every pipeline `define_agent` made (their failures are never recoverable)."""
-DURABLE_AGENTS: set[str] = set()
-"""Definition ids of the durable agents among them (they join a durable parent's journal)."""
-APPROVAL_AGENTS: set[str] = set()
-"""Definition ids of the agents whose calls (at any depth) may wait for approval."""
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentFacts:
+    """What a pipeline made by `define_agent` is; its agent step carries them."""
+
+    definition_id: str
+    """The agent pipeline's definition id."""
+    durable: bool
+    """Whether it is durable (it then joins a durable parent's journal)."""
+    approvals: bool
+    """Whether its calls (at any depth) may wait for approval."""
+
+
+def agent_facts(pipeline: Pipeline) -> AgentFacts | None:
+    """The facts of `pipeline` when `define_agent` made it, else `None`."""
+    steps = pipeline.execution_order
+    if len(steps) != 1:
+        return None
+    facts = getattr(steps[0].run, "agent_facts", None)
+    return facts if isinstance(facts, AgentFacts) else None
+
+
+def agent_definitions(pipeline: Pipeline) -> frozenset[str]:
+    """Definition ids of the agents a run of `pipeline` may be or start as a nested child
+    (`pipeline` itself, or a pipeline nested in its steps, not looking inside agents)."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack = [pipeline]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        facts = agent_facts(current)
+        if facts is not None:
+            found.add(facts.definition_id)
+            continue
+        stack.extend(s.nested.pipeline for s in current.execution_order if s.nested is not None)
+    return frozenset(found)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,6 +89,9 @@ class PipelineToolSpec:
     """Seconds each attempt of an ordinary pipeline's run may take (`None`: no bound)."""
     retry: Any = None
     """The tool's `Retry`, or `None`."""
+    agents: frozenset[str] = frozenset()
+    """Definition ids of the agents among the child's runs (their failures are never a
+    tool's own `ToolError`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,35 +108,8 @@ class Delegation:
     """The call's stable ids: the subagent's execution id and agent path come from them."""
 
 
-_LOCK = threading.Lock()
-_PENDING: dict[tuple[str, str], Delegation] = {}
-
-
-@contextlib.contextmanager
-def delegating(turn_run_id: str, call_id: str, delegation: Delegation) -> Iterator[None]:
-    """Offer `delegation` to the child run of call `call_id` while the block runs it."""
-    key = (turn_run_id, call_id)
-    with _LOCK:
-        _PENDING[key] = delegation
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _PENDING.pop(key, None)
-
-
-def delegation_of(context: ExecutionContext) -> Delegation | None:
-    """The delegation offered to the run behind `context`, if a pipeline tool started it."""
-    parent, item_key = context.parent_run_id, item_key_of(context)
-    if parent is None or item_key is None:
-        return None
-    with _LOCK:
-        return _PENDING.get((parent, item_key))
-
-
-def is_subagent(pipeline: Pipeline) -> bool:
-    """Whether `pipeline` was made by `define_agent`."""
-    return pipeline.definition.identity.definition_id in AGENT_DEFINITIONS
+DELEGATION: RunExtension[Delegation] = RunExtension("delegation")
+"""The delegation a subagent call hands its child run (that run alone: never inherited)."""
 
 
 def prepare_child_options(spec: PipelineToolSpec, name: str, raw: Any) -> Any:
@@ -132,47 +140,47 @@ def check_child_plan(name: str, plan: PipelinePlan) -> None:
         )
 
 
-def tool_errors(run: PipelineRun) -> list[ToolError] | None:
+def tool_errors(run: PipelineRun, agents: frozenset[str]) -> list[ToolError] | None:
     """Every handler `ToolError` behind a failed run, or `None` if anything else failed.
 
     Nested child runs (from `from_pipeline`, `iterate_pipeline` and fan-out steps) are
-    searched too. A run of an agent is never recoverable: its handlers' `ToolError`s are already
-    outcomes inside it, so its failure is a limit, a validation, a `decide`/`reduce`
-    error or cancellation.
+    searched too. A run of an agent (`agents`: their definition ids) is never recoverable:
+    its handlers' `ToolError`s are already outcomes inside it, so its failure is a limit,
+    a validation, a `decide`/`reduce` error or cancellation.
     """
-    if run.status != "failed" or not run.errors or is_agent_run(run):
+    identity = run.definition_identity
+    if run.status != "failed" or not run.errors:
+        return None
+    if identity is not None and identity.definition_id in agents:
         return None
     found: list[ToolError] = []
     for error, exception in zip(run.errors, run.exceptions, strict=True):
         if error.code == "TUBELESS_STEP_FAILED" and isinstance(exception, ToolError):
             found.append(exception)
             continue
-        nested = _child_tool_errors(exception) if error.code == "TUBELESS_CHILD_FAILED" else None
+        child = error.code == "TUBELESS_CHILD_FAILED"
+        nested = _child_tool_errors(exception, agents) if child else None
         if nested is None:
             return None
         found.extend(nested)
     return found
 
 
-def _child_tool_errors(exception: BaseException | None) -> list[ToolError] | None:
+def _child_tool_errors(
+    exception: BaseException | None, agents: frozenset[str]
+) -> list[ToolError] | None:
     """The `ToolError`s behind a failed child step: one child run, or a fan-out's items."""
     if isinstance(exception, PipelineExecutionError):
-        return tool_errors(exception.result)
+        return tool_errors(exception.result, agents)
     if not isinstance(exception, ChildPipelineError) or not exception.item_errors:
         return None
     found: list[ToolError] = []
     for item in exception.item_errors:
-        nested = _child_tool_errors(item)
+        nested = _child_tool_errors(item, agents)
         if nested is None:
             return None
         found.extend(nested)
     return found
-
-
-def is_agent_run(run: PipelineRun) -> bool:
-    """Whether `run` is a run of an agent's own pipeline."""
-    identity = run.definition_identity
-    return identity is not None and identity.definition_id in AGENT_DEFINITIONS
 
 
 def failure_outcome(errors: list[ToolError]) -> FrozenDict:

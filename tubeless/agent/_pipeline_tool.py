@@ -10,12 +10,7 @@ from tubeless._quote import quote
 from tubeless.agent._agent_contexts import DecisionContext
 from tubeless.agent._approvals import check_needs_approval
 from tubeless.agent._deadline import Retry, check_retry, check_timeout, finish_handler
-from tubeless.agent._delegate import (
-    APPROVAL_AGENTS,
-    DURABLE_AGENTS,
-    PipelineToolSpec,
-    is_subagent,
-)
+from tubeless.agent._delegate import PipelineToolSpec, agent_definitions, agent_facts
 from tubeless.agent._state import own_descriptor
 from tubeless.agent._tools import AgentTool, _schema, check_description, input_descriptor, new_tool
 from tubeless.errors import AgentDefinitionError, AgentError
@@ -107,7 +102,8 @@ def pipeline_tool(
     label = f"Pipeline tool {pipeline.id}"
     seconds = check_timeout(timeout, label)
     policy = check_retry(retry, replay, label)
-    subagent = is_subagent(pipeline)
+    facts = agent_facts(pipeline)
+    subagent = facts is not None
     if subagent and (seconds is not None or policy is not None):
         raise AgentDefinitionError(
             f"{label} is a subagent: it takes no timeout or retry; bound its time with "
@@ -122,11 +118,12 @@ def pipeline_tool(
         input_json_schema=_descriptor(pipeline, source, input_json_schema),
         replay=replay,
         subagent=subagent,
-        durable=pipeline.definition.identity.definition_id in DURABLE_AGENTS,
+        durable=facts is not None and facts.durable,
         needs_approval=approval,
-        child_approvals=pipeline.definition.identity.definition_id in APPROVAL_AGENTS,
+        child_approvals=facts is not None and facts.approvals,
         timeout=seconds,
         retry=policy,
+        agents=agent_definitions(pipeline),
     )
     return new_tool(spec)
 

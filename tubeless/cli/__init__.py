@@ -1,11 +1,11 @@
 """The command line: pipeline commands, projects, live progress and `python -m tubeless`."""
 
 from tubeless._public import show_public_module as _show_public_module
-from tubeless.cli._command import PipelineCommand, define_pipeline_command
+from tubeless.cli._commands._command import PipelineCommand, define_pipeline_command
 from tubeless.cli._exit import ExitCode, exit_code_for
+from tubeless.cli._program._main import main
+from tubeless.cli._program._parser import get_parser
 from tubeless.cli._project import Project, define_project
-from tubeless.cli._workbench import main
-from tubeless.cli._workbench_parser import get_parser
 from tubeless.errors import CliHelpRequested, CliLoadError, CliUsageError, CliValidationError
 from tubeless.progress import (
     PipelineReporter,

@@ -14,7 +14,7 @@ class ExitCode(enum.IntEnum):
     SUCCESS = 0
     """It worked (`--help` included)."""
     USAGE = 1
-    """The workbench's own arguments were wrong, or a run id is unknown."""
+    """The `tubeless` program's own arguments were wrong, or a run id is unknown."""
     LOAD = 2
     """A module, project file or store could not be loaded, or a lookup found nothing."""
     DEFINITION = 3

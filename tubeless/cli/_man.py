@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tubeless._version import DISTRIBUTION, package_version
-from tubeless.cli._workbench_parser import get_parser
+from tubeless.cli._program._parser import get_parser
 
 __all__ = ["CHANGELOG", "SECTIONS", "main", "man_parser", "release_date", "render_man_page"]
 

@@ -1,4 +1,4 @@
-"""`define_project`: a named, immutable set of pipelines the workbench can look up by id."""
+"""`define_project`: a named, immutable set of pipelines the `tubeless` program finds by id."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def define_project(
     name: str | None = None,
     description: str | None = None,
 ) -> Project:
-    """Define a project: pipelines that the workbench finds by id.
+    """Define a project: pipelines that the `tubeless` program finds by id.
 
     Args:
         id: the project's id (non-blank).

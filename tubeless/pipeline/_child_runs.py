@@ -6,7 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tubeless._diagnostics import is_waiting
 from tubeless._types import Hook
@@ -22,6 +22,7 @@ from tubeless.pipeline._child_progress import (
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
 from tubeless.pipeline._execute import execute_for_value, execute_run
+from tubeless.pipeline._extensions import USAGE_METER, RunExtension
 from tubeless.pipeline._handler_context import (
     ExecutionContext,
     StepContext,
@@ -33,6 +34,8 @@ from tubeless.pipeline._run_result import ChildValue, PipelineRun
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
+
+T = TypeVar("T")
 
 
 def observed(context: ExecutionContext) -> bool:
@@ -77,13 +80,15 @@ def run_child_pipeline(
     item_key: str | None = None,
     iteration: dict[str, Any] | None = None,
     options_checked: bool = False,
+    extensions: Mapping[RunExtension[Any], Any] | None = None,
 ) -> PipelineRun:
     """Run `pipeline` as a child of the step behind `context`; return its report.
 
     The child shares the parent's signal, trace channel, logger, clock and working
     directory; it never raises for a run failure (see `child_failure`). With
     `options_checked`, `options` were already validated by the child's own options schema
-    (its transform runs once) and are used as they are.
+    (its transform runs once) and are used as they are. `extensions` are values for this
+    child's run alone, beside the inherited ones (see `extension_of`).
     """
     return execute_run(
         pipeline,
@@ -95,6 +100,7 @@ def run_child_pipeline(
         iteration=iteration,
         options_checked=options_checked,
         plan=plan,
+        extensions=extensions,
     )
 
 
@@ -118,21 +124,16 @@ def run_child_value(
     )
 
 
-def execution_key_of(context: ExecutionContext) -> str | None:
-    """The durable execution key given in the context of the run behind `context` (root
-    runs only: child runs never inherit it)."""
-    return scope_of(context).execution_key
+def extension_of(context: ExecutionContext, key: RunExtension[T]) -> T | None:
+    """The value of `key` the run behind `context` carries, or `None`."""
+    value: T | None = scope_of(context).extensions.get(key)
+    return value
 
 
-def approvals_of(context: ExecutionContext) -> Mapping[str, Any] | None:
-    """The approval decisions given in the context of the run behind `context` (root runs
-    only: child runs never inherit them)."""
-    return scope_of(context).approvals
-
-
-def cassette_of(context: ExecutionContext) -> Any:
-    """The cassette given in the root run's context (child runs share it), or `None`."""
-    return scope_of(context).cassette
+def set_extension(context: ExecutionContext, key: RunExtension[T], value: T) -> None:
+    """Have the run behind `context` carry `value` for `key` (its child runs started
+    later inherit it when the key is `inherited`)."""
+    scope_of(context).extensions[key] = value
 
 
 def thread_pool_of(context: ExecutionContext) -> concurrent.futures.ThreadPoolExecutor | None:
@@ -145,7 +146,7 @@ def meter_usage(context: ExecutionContext, read: Callable[[], Usage]) -> None:
 
     `read` is called once, when the run's report is made (after every step settled).
     """
-    scope_of(context).usage_meter = read
+    scope_of(context).extensions[USAGE_METER] = read
 
 
 def item_key_of(context: ExecutionContext) -> str | None:

@@ -6,13 +6,13 @@ import threading
 
 from tubeless._diagnostics import nested_cause, source_code_of
 from tubeless.errors import (
-    AgentError,
     ChildPipelineError,
     Diagnostic,
     Issue,
     PipelineExecutionError,
     RunCancelledError,
     SchemaValidationError,
+    TubelessError,
 )
 
 # Their codes restate the classification instead of naming a source.
@@ -55,11 +55,13 @@ def to_diagnostic(
 
 
 def _issues_of(error: BaseException) -> tuple[Issue, ...] | None:
-    """A boundary's issues: its own, or those of the refusal an `AgentError` wraps."""
+    """A boundary's issues: its own, or those of the refusal an error wraps when its class
+    says so (`issues_of_cause`)."""
     if isinstance(error, SchemaValidationError):
         return error.issues
     cause = error.__cause__
-    if isinstance(error, AgentError) and isinstance(cause, SchemaValidationError):
+    wraps = isinstance(error, TubelessError) and error.issues_of_cause
+    if wraps and isinstance(cause, SchemaValidationError):
         return cause.issues
     return None
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from tubeless._types import ContextLike, ControlsLike, HooksLike
+from tubeless.pipeline._extensions import CONTEXT_FIELD_KEYS, RunExtension, check_extensions
 from tubeless.trace import TraceSink
 
 
@@ -152,9 +153,26 @@ class RunContext:
     """A thread pool the application owns: every agent batch of the run (and of its child
     runs) borrows its helper threads there instead of starting its own, so many runs at
     once share one set of threads. The library never shuts it down."""
+    extensions: Mapping[RunExtension[Any], Any] | None = None
+    """Values for the layers above the pipeline core, by `RunExtension` key (see
+    `tubeless.pipeline.lowlevel`). `execution_key`, `approvals` and `cassette` above are
+    carried the same way: the core never reads them, the agent layer does."""
 
 
-_CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
+CONTEXT_FIELDS = frozenset(field.name for field in dataclasses.fields(RunContext))
+
+
+def bind_context_field(field: str, key: RunExtension[Any]) -> None:
+    """Carry the `RunContext` field `field` of a root run as the value of `key`.
+
+    Raises:
+        ValueError: when `field` is no `RunContext` field, or is bound to another key.
+    """
+    if field not in CONTEXT_FIELDS or field == "extensions":
+        raise ValueError(f"{field!r} is not a RunContext field a layer may bind")
+    bound = CONTEXT_FIELD_KEYS.setdefault(field, key)
+    if bound is not key:
+        raise ValueError(f"RunContext field {field!r} is already bound to {bound!r}")
 
 
 def resolve_context(context: ContextLike | None) -> RunContext:
@@ -168,7 +186,7 @@ def resolve_context(context: ContextLike | None) -> RunContext:
     if isinstance(context, RunContext):
         resolved = context
     elif isinstance(context, Mapping):
-        unknown = sorted(set(context) - _CONTEXT_FIELDS)
+        unknown = sorted(set(context) - CONTEXT_FIELDS)
         if unknown:
             raise TypeError(f"Unknown run context fields: {', '.join(map(str, unknown))}")
         resolved = RunContext(**context)
@@ -189,14 +207,11 @@ def _check_threading(context: RunContext) -> None:
 
 def _check_context(context: RunContext) -> None:
     _check_threading(context)
-    for field in ("run_id", "parent_run_id", "correlation_id", "cwd", "execution_key"):
+    for field in ("run_id", "parent_run_id", "correlation_id", "cwd"):
         value = getattr(context, field)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise TypeError(f"context {field} must be a non-blank string")
-    if context.approvals is not None and not isinstance(context.approvals, Mapping):
-        raise TypeError("context approvals must be a mapping of call id to decision")
-    if context.cassette is not None and not callable(getattr(context.cassette, "session", None)):
-        raise TypeError("context cassette must be a tubeless.testing.Cassette")
+    check_extensions(context)
     if context.tracing is not None and not callable(getattr(context.tracing, "export", None)):
         raise TypeError("context tracing must be a trace sink with export(record)")
     for field in ("now", "sleep"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._types import Hook
@@ -13,6 +13,12 @@ from tubeless._usage import NO_USAGE
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._classify import finalization_error, to_diagnostic
 from tubeless.pipeline._controls import RunContext, RunControls
+from tubeless.pipeline._extensions import (
+    USAGE_METER,
+    RunExtension,
+    child_extensions,
+    root_extensions,
+)
 from tubeless.pipeline._handler_context import (
     ExecutionContext,
     RunScope,
@@ -83,9 +89,7 @@ def _scope_for_root(
         cwd=context.cwd or os.getcwd(),
         dry_run=dry_run,
         channel=channel,
-        execution_key=context.execution_key,
-        approvals=context.approvals,
-        cassette=context.cassette,
+        extensions=root_extensions(context),
         thread_pool=context.thread_pool,
     ), hooks
 
@@ -96,6 +100,7 @@ def _scope_for_child(
     item_key: str | None,
     iteration: dict[str, Any] | None,
     dry_run: bool,
+    extensions: Mapping[RunExtension[Any], Any] | None = None,
 ) -> RunScope:
     """A child run's scope: the parent's signal, channel, logger, clock, sleep and cwd.
 
@@ -118,7 +123,7 @@ def _scope_for_child(
         cwd=parent.cwd,
         dry_run=dry_run,
         channel=parent.channel,
-        cassette=parent.cassette,
+        extensions=child_extensions(parent.extensions, extensions),
         thread_pool=parent.thread_pool,
     )
 
@@ -151,16 +156,20 @@ def execute_run(
     iteration: dict[str, Any] | None = None,
     options_checked: bool = False,
     plan: PipelinePlan | None = None,
+    extensions: Mapping[RunExtension[Any], Any] | None = None,
 ) -> PipelineRun:
     """Run `pipeline` once: a root run (`context`) or a child run of the run behind `parent`.
 
     A child takes `hooks` (the run tree's trackers), `item_key` and `iteration`; with
-    `options_checked`, its options were already validated by its own schema (used as is).
+    `options_checked`, its options were already validated by its own schema (used as is);
+    `extensions` are values for the child's run beside those it inherits.
     """
     if parent is None:
         scope, hooks = _scope_for_root(pipeline.id, context or RunContext(), controls.dry_run)
     else:
-        scope = _scope_for_child(pipeline.id, parent, item_key, iteration, controls.dry_run)
+        scope = _scope_for_child(
+            pipeline.id, parent, item_key, iteration, controls.dry_run, extensions
+        )
     scope.observer = _observer(scope, hooks)
     run = _Run(pipeline, scope, controls, plan or pipeline.plan(controls))
     try:
@@ -515,7 +524,7 @@ class _Run:
             finalized=done,
             value=value if done else None,
             exceptions=tuple(self._exceptions),
-            usage=NO_USAGE if scope.usage_meter is None else scope.usage_meter(),
+            usage=NO_USAGE if (meter := scope.extensions.get(USAGE_METER)) is None else meter(),
         )
         if scope.observer is not None:
             self._emit_completed(scope.observer, errors, done, result.finished_at_ms)

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tubeless._usage import Usage
 from tubeless.errors import RunCancelledError
 from tubeless.pipeline._controls import PipelineLogger
+from tubeless.pipeline._extensions import Extensions
 from tubeless.pipeline._observe import RunObserver, TraceChannel
 from tubeless.pipeline._observe import default_now as default_now  # the executor's default
 from tubeless.trace import (
@@ -80,12 +80,9 @@ class RunScope:
     channel: TraceChannel | None = None
     observer: RunObserver | None = None
     options: Any = None
-    execution_key: str | None = None
-    approvals: Mapping[str, Any] | None = None
-    cassette: Any = None
     thread_pool: concurrent.futures.ThreadPoolExecutor | None = None
-    usage_meter: Callable[[], Usage] | None = None
-    """Reads the usage the run's report carries (set by a layer above, see `meter_usage`)."""
+    extensions: Extensions = dataclasses.field(default_factory=dict)
+    """The values layers above the core carry in this run (`RunExtension` keys)."""
     _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
 
     def next_attempt_id(self) -> str:

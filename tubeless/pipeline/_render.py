@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tubeless.errors import format_diagnostic
 from tubeless.pipeline._graph import step_edges
@@ -50,44 +50,13 @@ def _describe_nested(step: PlanStep) -> str:
     return f" -> {label} pipeline {nested.pipeline.id} ({count} declared steps)"
 
 
-_LIMIT_NAMES = (
-    ("maxTurns", "max_turns"),
-    ("maxCalls", "max_calls"),
-    ("maxDecisions", "max_decisions"),
-    ("maxDepth", "max_depth"),
-    ("maxConcurrency", "max_concurrency"),
-    ("maxSeconds", "max_seconds"),
-    ("maxRepairs", "max_repairs"),
-)
-
-
-def _limits_text(limits: Mapping[str, Any]) -> str:
-    return " ".join(f"{name}={limits[key]}" for key, name in _LIMIT_NAMES if key in limits)
-
-
-def _render_capabilities(capabilities: Sequence[Mapping[str, Any]], indent: str) -> list[str]:
-    """One line per tool; a pipeline tool names its child, a subagent nests its own tools."""
-    lines = []
-    for capability in capabilities:
-        line = f"{indent}tool {capability['name']}"
-        child = capability.get("pipeline")
-        if child is not None:
-            kind = "subagent" if child["subagent"] else "pipeline"
-            line += f": {kind} {child['id']}"
-            if "limits" in capability:
-                line += f" ({_limits_text(capability['limits'])})"
-        lines.append(line)
-        lines += _render_capabilities(capability.get("capabilities", ()), indent + "  ")
-    return lines
-
-
-def _render_agent(step: PlanStep) -> list[str]:
-    """The agent block of a step: its limits, then the capability tree."""
-    if step.annotation is None or step.annotation[0] != "agent":
+def _annotation_lines(step: PlanStep) -> list[str]:
+    """The lines a step's annotation renders under the step (its data's `plan_lines()`,
+    when the layer that made it gave it one), else none."""
+    if step.annotation is None:
         return []
-    block = step.annotation[1]
-    lines = [f"      limits: {_limits_text(block['limits'])}"]
-    return lines + _render_capabilities(block["capabilities"], "      ")
+    plan_lines = getattr(step.annotation[1], "plan_lines", None)
+    return list(plan_lines()) if callable(plan_lines) else []
 
 
 def _render_step(step: PlanStep, explain: bool) -> str:
@@ -109,8 +78,8 @@ def render_plan(plan: PipelinePlan, *, explain: bool = True) -> str:
 
     Args:
         plan: the plan to render.
-        explain: add selection reasons, "policy may skip" annotations and, under an agent
-            step, its limits and capability tree (subagents with their limits and tools).
+        explain: add selection reasons, "policy may skip" notes and, under a step with an
+            annotation that renders itself, its lines (an agent step's limits and tools).
     """
     lines = [
         f"Pipeline {plan.pipeline_id}: plan (ok={_flag(plan.ok)}, "
@@ -119,7 +88,7 @@ def render_plan(plan: PipelinePlan, *, explain: bool = True) -> str:
     for step in plan.steps:
         lines.append(_render_step(step, explain))
         if explain:
-            lines += _render_agent(step)
+            lines += _annotation_lines(step)
     lines += [f"  ! {format_diagnostic(error)}" for error in plan.errors]
     return "\n".join(lines)
 

@@ -16,10 +16,16 @@ What it promises, for as long as a name is listed here:
   `run_child_value(...)` is the same for a caller that needs only the value of a child
   that completes: an unobserved lone-step child then returns `ChildValue(value)` instead
   of a report built only to be discarded.
-  `execution_key_of(context)` is the durable execution key given in the root run's context,
-  `approvals_of(context)` the approval decisions given there, `cassette_of(context)` the
-  cassette given there (child runs share it), `thread_pool_of(context)` the application's
-  thread pool given there (child runs share it; `LazyPool.on(pool)` runs batches on it).
+  `thread_pool_of(context)` is the application's thread pool given in the root run's
+  context (child runs share it; `LazyPool.on(pool)` runs batches on it).
+  `run_child_pipeline(..., extensions={key: value})` hands values to that child alone.
+- Extensions: the one slot a layer owns in every run. `RunExtension(name, inherited=,
+  check=)` is a typed key the layer owns; `extension_of(context, key)` reads the value
+  the run behind `context` carries, `set_extension(context, key, value)` sets it. A root
+  run carries `RunContext.extensions` and the context fields a layer bound with
+  `bind_context_field(field, key)` (the agent layer binds `execution_key`, `approvals` and
+  `cassette`: the core carries them without reading them); a child run inherits the
+  values of `inherited` keys.
   `meter_usage(context, read)` makes the run's report carry `read()` as its `usage`
   (read once, when the report is made; the agent layer meters its budgets this way).
   `item_key_of(context)` is the item key of the run behind `context`, so a child can
@@ -49,18 +55,19 @@ from tubeless.pipeline._batch import import_module_file
 from tubeless.pipeline._child_progress import DETAIL_GROUP_LIMIT, visible_groups
 from tubeless.pipeline._child_runs import (
     IterationRunner,
-    approvals_of,
-    cassette_of,
     child_failure,
-    execution_key_of,
+    extension_of,
     item_key_of,
     meter_usage,
     observed,
     run_child_pipeline,
     run_child_value,
+    set_extension,
     thread_pool_of,
 )
 from tubeless.pipeline._classify import is_cancellation
+from tubeless.pipeline._controls import bind_context_field
+from tubeless.pipeline._extensions import RunExtension
 from tubeless.pipeline._handler_context import (
     PROGRESS_INTERVAL_MS,
     WireRows,
@@ -77,13 +84,13 @@ __all__ = [
     "ChildValue",
     "IterationRunner",
     "LazyPool",
+    "RunExtension",
     "WireRows",
-    "approvals_of",
+    "bind_context_field",
     "cancellation_message",
-    "cassette_of",
     "child_failure",
     "clean_text",
-    "execution_key_of",
+    "extension_of",
     "import_module_file",
     "is_cancellation",
     "item_key_of",
@@ -93,6 +100,7 @@ __all__ = [
     "run_child_pipeline",
     "run_child_value",
     "run_lazily",
+    "set_extension",
     "thread_pool_of",
     "visible_groups",
 ]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from tubeless.cli._command_flags import CliParameter, flag_for
+from tubeless.cli._commands._flags import CliParameter, flag_for
 
 __all__ = ["OVERRIDE_FIELDS", "infer_parameters"]
 

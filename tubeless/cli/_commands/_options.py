@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tubeless.cli._command_flags import CliParameter
+from tubeless.cli._commands._flags import CliParameter
 from tubeless.pipeline import RunControls
 
 __all__ = [

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from tubeless.cli._argparse import StrictArgumentParser
-from tubeless.cli._command import PipelineCommand
+from tubeless.cli._commands._command import PipelineCommand
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._interrupt import InterruptGuard
-from tubeless.cli._workbench_approvals import approval_decisions
-from tubeless.cli._workbench_destinations import destinations_conflict
-from tubeless.cli._workbench_sources import resolve_target
-from tubeless.cli._workbench_stdout import diverted_stdout
-from tubeless.cli._workbench_stores import is_store_url, open_trace_writer
+from tubeless.cli._program._approvals import approval_decisions
+from tubeless.cli._program._destinations import destinations_conflict
+from tubeless.cli._program._sources import resolve_target
+from tubeless.cli._program._stdout import diverted_stdout
+from tubeless.cli._program._stores import is_store_url, open_trace_writer
 from tubeless.errors import AgentError, CliHelpRequested, CliUsageError, CliValidationError
 from tubeless.progress import sanitize_terminal_text
 
@@ -48,7 +48,7 @@ def handle_run(parser: StrictArgumentParser, argv: Sequence[str]) -> int:
     """`tubeless run [options] FILE|ID [-- APP-ARGS]`; returns the exit code.
 
     Raises:
-        CliUsageError: for bad workbench arguments or a store and trace on one file.
+        CliUsageError: for bad arguments of the program or a store and trace on one file.
         CliLoadError: when the command cannot be loaded.
     """
     arguments, app_args = _parse(parser, argv)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tubeless.cli import define_pipeline_command, define_project
-from tubeless.cli._workbench_modules import (
+from tubeless.cli._program._modules import (
     import_file,
     module_exports,
     select_command,

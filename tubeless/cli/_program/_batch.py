@@ -28,7 +28,7 @@ from tubeless._quote import quote
 from tubeless.cli._exit import ExitCode, one_line
 from tubeless.cli._failure import run_root_causes
 from tubeless.cli._interrupt import InterruptGuard
-from tubeless.cli._workbench_sources import resolve_target
+from tubeless.cli._program._sources import resolve_target
 from tubeless.errors import CliLoadError, CliUsageError, MissingExtraError
 
 __all__ = ["INPUT_INVALID_CODE", "handle_batch"]

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tubeless.cli._command_options import run_controls
+from tubeless.cli._commands._options import run_controls
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._workbench_sources import PROJECT_FILE, load_project, resolve_target
+from tubeless.cli._program._sources import PROJECT_FILE, load_project, resolve_target
 from tubeless.pipeline import render_plan
 
 __all__ = ["handle_graph", "handle_inspect", "handle_list", "handle_plan"]

@@ -11,7 +11,7 @@ import pytest
 SCRIPT = textwrap.dedent(
     """
     import os, subprocess, sys
-    from tubeless.cli._workbench_stdout import diverted_stdout
+    from tubeless.cli._program._stdout import diverted_stdout
 
     print("before")
     with diverted_stdout() as trace:
@@ -40,7 +40,7 @@ def test_without_file_descriptors_only_sys_stdout_is_swapped(
     """Streams without descriptors (as under capture) fall back to swapping `sys.stdout`."""
     import io
 
-    from tubeless.cli._workbench_stdout import diverted_stdout
+    from tubeless.cli._program._stdout import diverted_stdout
 
     fake_out, fake_err = io.StringIO(), io.StringIO()
     original = (sys.stdout, sys.stderr)

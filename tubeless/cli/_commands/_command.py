@@ -13,19 +13,19 @@ from typing import Any
 from tubeless._frozen import FrozenDict
 from tubeless._types import ContextLike, ControlsLike, HooksLike
 from tubeless.cli._argparse import StrictArgumentParser
-from tubeless.cli._command_flags import CliParameter
-from tubeless.cli._command_options import (
+from tubeless.cli._commands._flags import CliParameter
+from tubeless.cli._commands._options import (
     EXECUTION_KEY_FLAG,
     agent_controls_note,
     control_parameters,
     domain_values,
     run_controls,
 )
-from tubeless.cli._command_parser import CommandArguments, Configure, Validate
+from tubeless.cli._commands._parser import CommandArguments, Configure, Validate
+from tubeless.cli._commands._schema_flags import infer_parameters, unsupported
 from tubeless.cli._exit import ExitCode, exit_code_for
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
 from tubeless.cli._interrupt import InterruptGuard
-from tubeless.cli._schema_flags import infer_parameters, unsupported
 from tubeless.errors import CliHelpRequested, CliValidationError
 from tubeless.pipeline import Pipeline, PipelinePlan, RunContext
 from tubeless.progress import PipelineReporter, ReporterLog, create_reporter, sanitize_terminal_log

@@ -11,8 +11,8 @@ from typing import Any
 
 from tubeless._quote import quote
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._workbench_parser import DEFAULT_STORE
-from tubeless.cli._workbench_stores import open_trace_reader
+from tubeless.cli._program._parser import DEFAULT_STORE
+from tubeless.cli._program._stores import open_trace_reader
 from tubeless.errors import (
     CliLoadError,
     CliUsageError,

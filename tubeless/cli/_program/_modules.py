@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tubeless.cli._command import PipelineCommand
+from tubeless.cli._commands._command import PipelineCommand
 from tubeless.cli._exit import ExitCode, error_named, one_line
 from tubeless.cli._project import Project
 from tubeless.errors import CliLoadError

@@ -8,8 +8,8 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless.cli._argparse import StrictArgumentParser, help_text
-from tubeless.cli._command_flags import ABSENT, CliParameter
-from tubeless.cli._command_options import CONTROL_KEYS
+from tubeless.cli._commands._flags import ABSENT, CliParameter
+from tubeless.cli._commands._options import CONTROL_KEYS
 from tubeless.errors import CliValidationError
 
 __all__ = ["CommandArguments"]

@@ -54,7 +54,7 @@ def test_an_unknown_command_is_a_usage_error(capsys: Any) -> None:
         ["list", "extra"],
     ],
 )
-def test_bad_workbench_arguments_exit_1_with_usage(args: list[str], capsys: Any) -> None:
+def test_bad_program_arguments_exit_1_with_usage(args: list[str], capsys: Any) -> None:
     """Unknown or abbreviated flags and wrong positionals exit 1 with the command's usage."""
     assert main(args) == 1
     err = capsys.readouterr().err

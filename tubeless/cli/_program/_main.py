@@ -12,14 +12,14 @@ from tubeless._version import DISTRIBUTION, package_version
 from tubeless.cli._argparse import StrictArgumentParser
 from tubeless.cli._exit import ExitCode
 from tubeless.cli._failure import print_failure, print_rejected, want_traceback
-from tubeless.cli._workbench_approvals import handle_approvals
-from tubeless.cli._workbench_batch import handle_batch
-from tubeless.cli._workbench_export import handle_export
-from tubeless.cli._workbench_history import handle_history
-from tubeless.cli._workbench_mcp import handle_mcp
-from tubeless.cli._workbench_parser import get_parser
-from tubeless.cli._workbench_run import handle_run
-from tubeless.cli._workbench_views import handle_graph, handle_inspect, handle_list, handle_plan
+from tubeless.cli._program._approvals import handle_approvals
+from tubeless.cli._program._batch import handle_batch
+from tubeless.cli._program._export import handle_export
+from tubeless.cli._program._history import handle_history
+from tubeless.cli._program._mcp import handle_mcp
+from tubeless.cli._program._parser import get_parser
+from tubeless.cli._program._run import handle_run
+from tubeless.cli._program._views import handle_graph, handle_inspect, handle_list, handle_plan
 from tubeless.errors import CliHelpRequested, CliLoadError, CliUsageError
 
 __all__ = ["main"]

@@ -104,7 +104,7 @@ def test_command_help_after_the_dashes_exits_0(cli: Any) -> None:
 
 
 def test_application_flags_before_the_dashes_are_a_usage_error(cli: Any) -> None:
-    """An unknown workbench flag exits 1 and says where application flags belong."""
+    """An unknown flag of the program exits 1 and says where application flags belong."""
     cli.write_fixture("greet")
     result = cli("run", "greet.py", "--name", "Ada")
     assert result.code == 1

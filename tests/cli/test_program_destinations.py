@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tubeless.cli import _workbench_destinations as _destinations
-from tubeless.cli._workbench_destinations import destinations_conflict
+from tubeless.cli._program import _destinations as _destinations
+from tubeless.cli._program._destinations import destinations_conflict
 
 
 def test_distinct_files_do_not_conflict(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def test_every_option_has_sentence_style_help() -> None:
                 assert text[0].isupper() and text.endswith("."), (prog, text)
 
 
-def test_workbench_parsing_is_strict() -> None:
+def test_program_parsing_is_strict() -> None:
     """Abbreviations are refused and errors raise instead of exiting."""
     from tubeless.errors import CliUsageError
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from tubeless._quote import quote
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._workbench_stores import open_checkpoint_reader
+from tubeless.cli._program._stores import open_checkpoint_reader
 from tubeless.errors import AgentError, CliLoadError
 
 __all__ = ["approval_decisions", "handle_approvals"]

@@ -1,4 +1,4 @@
-"""What a workbench positional names: a module file, or a pipeline registered in a project."""
+"""What a `tubeless` positional names: a module file, or a pipeline registered in a project."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tubeless.cli._command import PipelineCommand, define_pipeline_command
-from tubeless.cli._project import Project
-from tubeless.cli._workbench_modules import (
+from tubeless.cli._commands._command import PipelineCommand, define_pipeline_command
+from tubeless.cli._program._modules import (
     import_file,
     module_exports,
     select_command,
     select_plan_source,
     select_project,
 )
+from tubeless.cli._project import Project
 from tubeless.errors import CliLoadError, CliUsageError
 
 __all__ = ["PROJECT_FILE", "Target", "load_project", "resolve_target"]

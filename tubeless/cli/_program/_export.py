@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tubeless.cli._exit import ExitCode
-from tubeless.cli._workbench_stores import open_trace_reader
+from tubeless.cli._program._stores import open_trace_reader
 from tubeless.errors import (
     CliLoadError,
     CliUsageError,
