@@ -193,7 +193,9 @@ def test_a_timed_out_call_shows_its_time_out_and_retries_show_once() -> None:
     run = _agent("h", tools, script, max_concurrency=2).run({}, context={"tracing": sink})
     history = agent_history(sink.records, run.run_id)
     assert history is not None
-    c1, c2 = history.agents[0].turns[0].calls
+    # Calls are listed in start order, which two concurrent calls do not fix: look them up.
+    calls = {call.id: call for call in history.agents[0].turns[0].calls}
+    c1, c2 = calls["c1"], calls["c2"]
     assert (c1.status, c1.tool_error_code, c1.attempts) == (
         "failed",
         "TUBELESS_AGENT_CALL_TIMED_OUT",
