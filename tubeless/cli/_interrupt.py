@@ -74,7 +74,19 @@ class InterruptGuard:
         # The handler runs on the main thread, which may hold the event's internal lock
         # right now (inside `Event.wait`) or be inside a buffered write (which refuses a
         # re-entrant one): another thread writes the line and sets the event.
-        threading.Thread(target=self._announce_and_cancel, name="tubeless-sigint").start()
+        helper = threading.Thread(target=self._announce_and_cancel, name="tubeless-sigint")
+        # The helper starts with SIGINT blocked (threads inherit the mask): a second
+        # Ctrl-C must reach the main thread, since one delivered to the helper would not
+        # interrupt the main thread's wait (a handler that ignores the signal), and the
+        # process would not die.
+        blocked = hasattr(signal, "pthread_sigmask")
+        if blocked:
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            helper.start()
+        finally:
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def _announce_and_cancel(self) -> None:
         stream = sys.stderr if self._stream is None else self._stream
