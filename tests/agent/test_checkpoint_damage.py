@@ -8,6 +8,7 @@ file opened by a user who may not write it.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -330,6 +331,38 @@ def _interpreter_for(user: str, environment: dict[str, str]) -> str | None:
     return None
 
 
+_IMPORTED = (
+    "tubeless",
+    "jsonschema",
+    "jsonschema_specifications",
+    "referencing",
+    "rpds",
+    "attr",
+    "attrs",
+    "typing_extensions",
+)
+"""What the reader imports: tubeless and its runtime dependencies, top-level names."""
+
+
+def _readable_site(directory: Path) -> Path:
+    """Copies of tubeless and its dependencies where any user may read them.
+
+    The test environment may be one only its owner can enter (tox makes `.tox` private),
+    so the unprivileged reader gets copies in `directory`.
+    """
+    site = directory / "site"
+    site.mkdir(mode=0o755)
+    for name in _IMPORTED:
+        source = Path(importlib.import_module(name).__file__ or "")
+        if source.name == "__init__.py":
+            shutil.copytree(source.parent, site / source.parent.name)
+        else:
+            shutil.copy2(source, site / source.name)
+    for path in [site, *site.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return site
+
+
 @contextlib.contextmanager
 def shared_directory() -> Iterator[Path]:
     """A directory every user may enter and read but only its owner may write."""
@@ -344,15 +377,18 @@ def shared_directory() -> Iterator[Path]:
 def test_a_read_only_checkpoint_file_can_be_inspected(tmp_path: Path) -> None:
     """A user who may read the file but write neither it nor its directory can list keys
     and pending approvals, with the store and the CLI's `approvals`."""
-    with shared_directory() as directory:
+    with shared_directory() as directory, shared_directory() as libraries:
         path = directory / "checkpoints.db"
         waiting_store(path)
         assert not path.with_name(path.name + "-wal").exists()
         if os.geteuid() == 0:
             path.chmod(0o644)
             directory.chmod(0o755)
+            libraries.chmod(0o755)
             environment = {
-                "PYTHONPATH": os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]]),
+                "PYTHONPATH": os.pathsep.join(
+                    [str(_readable_site(libraries)), str(ROOT), sysconfig.get_paths()["purelib"]]
+                ),
                 "PATH": "/usr/bin:/bin",
             }
             python = _interpreter_for("nobody", environment)
