@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import random
+import tempfile
 import threading
 import time
 import typing
@@ -101,9 +102,24 @@ def busy_error(key: str) -> AgentError:
 
 
 def _private_file(path: Path) -> None:
-    """Create `path` with mode 0600 if it does not exist (never loosening an existing one)."""
-    descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    """Create `path` with mode 0600 if it does not exist (never loosening an existing one).
+
+    The database file itself is never opened here: SQLite's locks are POSIX record locks,
+    which a process loses on a file the moment it closes *any* descriptor of it, so an
+    open and close beside a live connection would let another process write under it
+    (seen as `file is not a database` after a sibling worker was killed). The file is
+    made as a private temporary, closed, then hard-linked into place.
+    """
+    if path.exists():
+        return
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(descriptor)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        pass  # another thread or process made it first
+    finally:
+        os.unlink(temporary)
 
 
 def _creating(prepare: Callable[[], None]) -> None:
