@@ -101,6 +101,11 @@ def busy_error(key: str) -> AgentError:
     )
 
 
+def _tables(connection: sqlite3.Connection) -> list[str]:
+    """The names of the tables (and indexes) in the database behind `connection`."""
+    return [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
+
+
 def _private_file(path: Path) -> None:
     """Create `path` with mode 0600 if it does not exist (never loosening an existing one).
 
@@ -219,7 +224,7 @@ class SqliteCheckpointStore:
     def _check_version(self, connection: sqlite3.Connection, key: str | None = None) -> int:
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
         if version not in (0, _SCHEMA_VERSION):
-            tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
+            tables = _tables(connection)
             if "agent_checkpoints" not in tables:
                 raise not_a_store(str(self.path), key, tables)
             raise damaged(
@@ -314,7 +319,7 @@ class SqliteCheckpointStore:
         except sqlite3.Error as error:
             raise read_error(error, store=store, key=key, action="open") from error
         try:
-            tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
+            tables = _tables(connection)
             if "agent_checkpoints" in tables:
                 yield connection
             elif tables:
