@@ -16,7 +16,7 @@ from tubeless.pipeline._identity import (
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._render import escape_mermaid_label, render_mermaid, render_plan
 from tubeless.pipeline._run_result import PipelineRun, StepReport, run_status
-from tubeless.pipeline._step_factory import StepFactory, create_steps
+from tubeless.pipeline._step_factory import StepFactory, StepOptions, create_steps
 from tubeless.pipeline._steps import (
     NestedPipeline,
     RequiredOutputs,
@@ -53,6 +53,7 @@ __all__ = [
     "StepContext",
     "StepFactory",
     "StepLogger",
+    "StepOptions",
     "StepReport",
     "create_steps",
     "decode_snapshot",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from tubeless._types import ControlsLike, SchemaLike
 from tubeless.pipeline._child_runs import IterationRunner, SingleChildRunner
@@ -28,10 +28,46 @@ from tubeless.pipeline._steps import (
 )
 from tubeless.schema import Schema, as_schema
 
+if TYPE_CHECKING:
+    # Only for type checkers (annotations stay strings): `typing.Unpack` is 3.11+.
+    from typing_extensions import Unpack
+
 ChildControls = ControlsLike | None
 """Controls of a child run: `RunControls`, a dict of the same keys, or `None`."""
 ItemControls = Callable[[Any, int, StepInputs, StepContext], ChildControls]
 """`controls(item, index, inputs, context)` of one `for_each_pipeline` child."""
+
+
+class StepOptions(TypedDict, total=False):
+    """The keyword arguments every step factory takes besides its own (all optional).
+
+    `StepFactory.step`, `from_pipeline`, `for_each_pipeline` and `iterate_pipeline` accept
+    them as `**options`; an unknown key raises `TypeError` as any unexpected keyword would.
+    """
+
+    name: str | None
+    """Display label only."""
+    description: str | None
+    """What the step does, in words."""
+    depends_on: Sequence[Step] | None
+    """Required inputs: their outputs are passed in and must be available."""
+    optional_depends_on: Sequence[Step] | None
+    """Inputs used only when published."""
+    skip_after_failure_of: Sequence[Step] | None
+    """Failure gates: no data, but the step is skipped when one failed or was cancelled."""
+    skip: SkipPredicate | None
+    """Policy predicate `skip(inputs, context)`: falsy runs; a non-blank string or
+    `{"reason", "value"?}` skips."""
+
+
+_STEP_OPTION_KEYS = frozenset(StepOptions.__annotations__)
+
+
+def _check_options(options: Mapping[str, object], method: str) -> None:
+    """Reject a key outside `StepOptions` exactly as Python rejects a stray keyword."""
+    for key in options:
+        if key not in _STEP_OPTION_KEYS:
+            raise TypeError(f"StepFactory.{method}() got an unexpected keyword argument {key!r}")
 
 
 def _check_dry_run(policy: object, step_id: str) -> DryRunPolicy:
@@ -106,35 +142,44 @@ class StepFactory:
         id: str,
         *,
         run: StepHandler,
-        name: str | None = None,
-        description: str | None = None,
-        depends_on: Sequence[Step] | None = None,
-        optional_depends_on: Sequence[Step] | None = None,
-        skip_after_failure_of: Sequence[Step] | None = None,
         dry_run: DryRunPolicy = None,
         output_schema: SchemaLike | None = None,
-        skip: SkipPredicate | None = None,
+        **options: Unpack[StepOptions],
     ) -> Step:
         """Define an ordinary step.
+
+        Args:
+            id: the step id.
+            run: `run(inputs, context)`: the work; its return value is the step's output.
+            dry_run: `None` runs `run` in dry runs, `"skip"` skips the step, a callable
+                `preview(inputs, context)` runs instead.
+            output_schema: validates (and may transform) the published output.
+            **options: the `StepOptions`: `name`, `description`, `depends_on`,
+                `optional_depends_on`, `skip_after_failure_of`, `skip`.
 
         Raises:
             TypeError: when a field has the wrong type (blank ids and graph mistakes are
                 reported by `define_pipeline`).
         """
+        _check_options(options, "step")
         if not isinstance(id, str):
             raise TypeError(f"Step id must be a string, got {id!r}")
         if not callable(run):
             raise TypeError(f"Step {id!r} requires a callable run(inputs, context)")
+        skip = options.get("skip")
         if skip is not None and not callable(skip):
             raise TypeError(f"Step {id!r} skip must be a callable predicate")
+        gates = options.get("skip_after_failure_of")
         return Step(
             id=id,
             run=run,
-            name=_check_text(name, "name", id),
-            description=_check_text(description, "description", id),
-            depends_on=step_tuple(depends_on, "depends_on", id),
-            optional_depends_on=step_tuple(optional_depends_on, "optional_depends_on", id),
-            skip_after_failure_of=step_tuple(skip_after_failure_of, "skip_after_failure_of", id),
+            name=_check_text(options.get("name"), "name", id),
+            description=_check_text(options.get("description"), "description", id),
+            depends_on=step_tuple(options.get("depends_on"), "depends_on", id),
+            optional_depends_on=step_tuple(
+                options.get("optional_depends_on"), "optional_depends_on", id
+            ),
+            skip_after_failure_of=step_tuple(gates, "skip_after_failure_of", id),
             dry_run=_check_dry_run(dry_run, id),
             output_schema=(
                 None
@@ -153,10 +198,11 @@ class StepFactory:
         id: str,
         run: StepHandler,
         nested: NestedPipeline,
-        common: dict[str, Any],
+        dry_run: object,
+        options: StepOptions,
     ) -> Step:
-        dry_run = _check_wrapper_dry_run(common.pop("dry_run"), id)
-        step = self.step(id, run=run, dry_run=dry_run, **common)
+        checked = _check_wrapper_dry_run(dry_run, id)
+        step = self.step(id, run=run, dry_run=checked, **options)
         return dataclasses.replace(step, nested=nested)
 
     def from_pipeline(
@@ -167,13 +213,8 @@ class StepFactory:
         map_options: Callable[[StepInputs, StepContext], Any] | None = None,
         controls: ChildControls | Callable[[StepInputs, StepContext], ChildControls] = None,
         map_result: Callable[[Any, PipelineRun, StepContext], Any] | None = None,
-        name: str | None = None,
-        description: str | None = None,
-        depends_on: Sequence[Step] | None = None,
-        optional_depends_on: Sequence[Step] | None = None,
-        skip_after_failure_of: Sequence[Step] | None = None,
-        skip: SkipPredicate | None = None,
         dry_run: Literal["skip"] | None = None,
+        **options: Unpack[StepOptions],
     ) -> Step:
         """Define a step that runs `pipeline` once as a child run.
 
@@ -186,26 +227,20 @@ class StepFactory:
                 a dry-running parent always dry-runs its child.
             map_result: `map_result(value, child_run, context)` -> the step's output
                 (default: the child's value).
-            name: display label.
-            description: what the step does.
-            depends_on: required inputs.
-            optional_depends_on: inputs used only when published.
-            skip_after_failure_of: failure gates.
-            skip: policy predicate `skip(inputs, context)`.
             dry_run: `"skip"` skips the step in dry runs; `None` runs the child dry.
+            **options: the `StepOptions`: `name`, `description`, `depends_on`,
+                `optional_depends_on`, `skip_after_failure_of`, `skip`.
 
         Raises:
             TypeError: for a field of the wrong type.
         """
+        _check_options(options, "from_pipeline")
         child = _check_pipeline(pipeline, id)
         _check_callable(map_options, "map_options", id, required=False)
         _check_callable(map_result, "map_result", id, required=False)
         _check_controls(controls, id)
         runner = SingleChildRunner(id, child, map_options, controls, map_result)
-        common = _step_fields(
-            name, description, depends_on, optional_depends_on, skip_after_failure_of, skip, dry_run
-        )
-        return self._wrapper(id, runner, NestedPipeline("single", child), common)
+        return self._wrapper(id, runner, NestedPipeline("single", child), dry_run, options)
 
     def for_each_pipeline(
         self,
@@ -219,13 +254,8 @@ class StepFactory:
         controls: ChildControls | ItemControls = None,
         map_result: Callable[[Any, PipelineRun, Any, int, StepContext], Any] | None = None,
         progress: Mapping[str, Any] | None = None,
-        name: str | None = None,
-        description: str | None = None,
-        depends_on: Sequence[Step] | None = None,
-        optional_depends_on: Sequence[Step] | None = None,
-        skip_after_failure_of: Sequence[Step] | None = None,
-        skip: SkipPredicate | None = None,
         dry_run: Literal["skip"] | None = None,
+        **options: Unpack[StepOptions],
     ) -> Step:
         """Define a step that runs `pipeline` once per item; its output lists results in order.
 
@@ -243,17 +273,14 @@ class StepFactory:
                 item's entry in the output (default: the child's value).
             progress: `item_noun` (default `"items"`) and `detail_limit` (default 32) of
                 the step's progress rows.
-            name: display label.
-            description: what the step does.
-            depends_on: required inputs.
-            optional_depends_on: inputs used only when published.
-            skip_after_failure_of: failure gates.
-            skip: policy predicate `skip(inputs, context)`.
             dry_run: `"skip"` skips the step in dry runs; `None` runs the children dry.
+            **options: the `StepOptions`: `name`, `description`, `depends_on`,
+                `optional_depends_on`, `skip_after_failure_of`, `skip`.
 
         Raises:
             TypeError: for a field of the wrong type.
         """
+        _check_options(options, "for_each_pipeline")
         child = _check_pipeline(pipeline, id)
         _check_callable(items, "items(inputs, context)", id, required=True)
         _check_callable(key, "key(item, index)", id, required=True)
@@ -272,11 +299,8 @@ class StepFactory:
             map_result=map_result,
             progress=progress or {},
         )
-        common = _step_fields(
-            name, description, depends_on, optional_depends_on, skip_after_failure_of, skip, dry_run
-        )
         nested = NestedPipeline("for-each", child, concurrency=static_concurrency)
-        return self._wrapper(id, runner, nested, common)
+        return self._wrapper(id, runner, nested, dry_run, options)
 
     def iterate_pipeline(
         self,
@@ -288,13 +312,8 @@ class StepFactory:
         transition: Callable[[Any, Any, StepContext], Any],
         map_options: Callable[[Any, StepInputs, StepContext], Any] | None = None,
         controls: ChildControls = None,
-        name: str | None = None,
-        description: str | None = None,
-        depends_on: Sequence[Step] | None = None,
-        optional_depends_on: Sequence[Step] | None = None,
-        skip_after_failure_of: Sequence[Step] | None = None,
-        skip: SkipPredicate | None = None,
         dry_run: Literal["skip"] | None = None,
+        **options: Unpack[StepOptions],
     ) -> Step:
         """Define a step that repeats `pipeline` until `transition` returns a finish.
 
@@ -309,17 +328,14 @@ class StepFactory:
             map_options: `map_options(state, inputs, context)` -> the child's options
                 (default: the state).
             controls: static controls of every iteration's child run.
-            name: display label.
-            description: what the step does.
-            depends_on: required inputs.
-            optional_depends_on: inputs used only when published.
-            skip_after_failure_of: failure gates.
-            skip: policy predicate `skip(inputs, context)`.
             dry_run: `"skip"` skips the step in dry runs; `None` runs the children dry.
+            **options: the `StepOptions`: `name`, `description`, `depends_on`,
+                `optional_depends_on`, `skip_after_failure_of`, `skip`.
 
         Raises:
             TypeError: for a field of the wrong type.
         """
+        _check_options(options, "iterate_pipeline")
         child = _check_pipeline(pipeline, id)
         bound = _check_max_iterations(max_iterations, id)
         _check_callable(initial_state, "initial_state(inputs, context)", id, required=True)
@@ -335,32 +351,8 @@ class StepFactory:
             map_options=map_options,
             controls=controls,
         )
-        common = _step_fields(
-            name, description, depends_on, optional_depends_on, skip_after_failure_of, skip, dry_run
-        )
         nested = NestedPipeline("iterate", child, max_iterations=bound, controls=static)
-        return self._wrapper(id, runner, nested, common)
-
-
-def _step_fields(
-    name: str | None,
-    description: str | None,
-    depends_on: Sequence[Step] | None,
-    optional_depends_on: Sequence[Step] | None,
-    skip_after_failure_of: Sequence[Step] | None,
-    skip: SkipPredicate | None,
-    dry_run: Literal["skip"] | None,
-) -> dict[str, Any]:
-    """The ordinary step fields every child-pipeline wrapper accepts."""
-    return {
-        "name": name,
-        "description": description,
-        "depends_on": depends_on,
-        "optional_depends_on": optional_depends_on,
-        "skip_after_failure_of": skip_after_failure_of,
-        "skip": skip,
-        "dry_run": dry_run,
-    }
+        return self._wrapper(id, runner, nested, dry_run, options)
 
 
 def create_steps(options_schema: SchemaLike | None = None) -> StepFactory:
