@@ -7,6 +7,7 @@ and checkpoints hash them, so key names, key order, omitted keys and container t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from tubeless import define_agent
 from tubeless._diagnostics import Issue
+from tubeless._fields import AS_IS, OMIT_NONE, camel_case, wire, wire_dict
 from tubeless._frozen import FrozenDict
 from tubeless.agent import AgentLimits, CassetteDocument, RecordedAgent, RecordedTurn, Usage
 from tubeless.cli._commands._flags import CliParameter
@@ -962,3 +964,57 @@ def test_the_wire_form_is_pinned(name: str) -> None:
 def test_every_case_is_pinned() -> None:
     """No representative value goes without its pinned wire form."""
     assert sorted(cases()) == sorted(EXPECTED)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Leaf:
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"leaf": self.n}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Record:
+    plain_value: int
+    absent: str | None = None
+    required_absent: str | None = dataclasses.field(metadata=OMIT_NONE)
+    count: int = dataclasses.field(default=0, metadata=wire(omit="falsy"))
+    leaves: tuple[Any, ...] = ()
+    leaf: _Leaf | None = None
+    raw: Any = dataclasses.field(default=None, metadata=AS_IS)
+    null: Any = dataclasses.field(default=None, metadata=wire(omit="never"))
+    schema: Any = dataclasses.field(default=None, metadata=wire(key="$schema", convert=repr))
+    hidden: int = dataclasses.field(default=0, metadata=wire(written=False))
+
+
+def test_fields_give_keys_in_order_with_their_rules() -> None:
+    """camelCase keys in field order; `None` defaults left out; `wire` metadata as declared."""
+    record = _Record(
+        plain_value=1, required_absent=None, leaves=(_Leaf(2), (3,), "x"), leaf=_Leaf(4), raw=(5,)
+    )
+    _exact(
+        wire_dict(record),
+        {
+            "plainValue": 1,
+            "leaves": [{"leaf": 2}, (3,), "x"],
+            "leaf": {"leaf": 4},
+            "raw": (5,),
+            "null": None,
+        },
+    )
+    full = _Record(plain_value=0, absent="", required_absent="", count=2, schema=1, hidden=9)
+    _exact(
+        wire_dict(full),
+        {
+            "plainValue": 0,
+            "absent": "",
+            "requiredAbsent": "",
+            "count": 2,
+            "leaves": [],
+            "null": None,
+            "$schema": "1",
+        },
+    )
+    assert camel_case("max_input_tokens") == "maxInputTokens"
+    assert camel_case("id") == "id"

@@ -57,10 +57,12 @@ ALLOWED = {
 }
 # Modules every part may import: they import nothing of tubeless at run time.
 # `_quote` bounds the outside values every message quotes; `_usage` is the `Usage` a run
-# report carries, metered by the agent layer above the pipeline core.
-LEAVES = {"_public", "_types", "_quote", "_usage"}
+# report carries, metered by the agent layer above the pipeline core; `_fields` builds the
+# wire form of every layer's frozen records.
+LEAVES = {"_public", "_types", "_quote", "_usage", "_fields"}
 ALLOWED["_quote"] = set()
 ALLOWED["_usage"] = set()
+ALLOWED["_fields"] = set()
 # Third-party imports that must stay in one place.
 CONFINED: dict[str, str | tuple[str, ...] | None] = {
     "jsonschema": "schema",

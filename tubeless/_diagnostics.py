@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
+from tubeless._fields import wire, wire_dict
 from tubeless._quote import QUOTE_LIMIT, quote
 
 ErrorPhase = Literal["definition", "planning", "execution", "finalization"]
@@ -141,14 +142,12 @@ class Issue:
 
     message: str
     """What is wrong, in words."""
-    path: tuple[str | int, ...] = ()
+    path: tuple[str | int, ...] = dataclasses.field(default=(), metadata=wire(omit="falsy"))
     """Where in the value: keys and list indexes from the root; empty for the root."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form `{message, path?}` (no `path` for the root)."""
-        if not self.path:
-            return {"message": self.message}
-        return {"message": self.message, "path": list(self.path)}
+        return wire_dict(self)
 
     def render(self) -> str:
         """Return `a.b.0: message`, or the bare message for the root.
@@ -183,14 +182,7 @@ class ErrorCause:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form `{message, name?, sourceCode?, cause?}`."""
-        out: dict[str, Any] = {"message": self.message}
-        if self.name is not None:
-            out["name"] = self.name
-        if self.source_code is not None:
-            out["sourceCode"] = self.source_code
-        if self.cause is not None:
-            out["cause"] = self.cause.to_dict()
-        return out
+        return wire_dict(self)
 
     def deepest(self) -> ErrorCause:
         """Return the last link of the chain."""
@@ -216,14 +208,8 @@ class FanOutFailure:
     """The item's error, strings cut to 1024 characters."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the wire form."""
-        return {
-            "index": self.index,
-            "key": self.key,
-            "keyTruncated": self.key_truncated,
-            "cancelled": self.cancelled,
-            "error": self.error.to_dict(),
-        }
+        """Return the wire form `{index, key, keyTruncated, cancelled, error}`."""
+        return wire_dict(self)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -238,12 +224,8 @@ class FanOutDiagnostics:
     """How many failures `failures` leaves out."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the wire form."""
-        return {
-            "failures": [failure.to_dict() for failure in self.failures],
-            "failureCount": self.failure_count,
-            "omittedFailureCount": self.omitted_failure_count,
-        }
+        """Return the wire form `{failures, failureCount, omittedFailureCount}`."""
+        return wire_dict(self)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,23 +253,7 @@ class Diagnostic:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form (camelCase keys; absent fields left out)."""
-        out: dict[str, Any] = {
-            "code": self.code,
-            "kind": self.kind,
-            "phase": self.phase,
-            "message": self.message,
-        }
-        if self.step_id is not None:
-            out["stepId"] = self.step_id
-        if self.source_code is not None:
-            out["sourceCode"] = self.source_code
-        if self.cause is not None:
-            out["cause"] = self.cause.to_dict()
-        if self.issues is not None:
-            out["issues"] = [issue.to_dict() for issue in self.issues]
-        if self.fan_out is not None:
-            out["fanOut"] = self.fan_out.to_dict()
-        return out
+        return wire_dict(self)
 
     def format(self) -> str:
         """Return the one-line human form (see `format_diagnostic`)."""

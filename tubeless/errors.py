@@ -103,6 +103,8 @@ from tubeless._diagnostics import (
     shown_status,
 )
 from tubeless._diagnostics import APPROVAL_REQUIRED_CODE as _APPROVAL_REQUIRED_CODE
+from tubeless._fields import AS_IS as _AS_IS
+from tubeless._fields import wire_dict as _wire_dict
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._quote import quote as _quote
 
@@ -555,7 +557,7 @@ class PendingApproval:
     """The call id the decision gave (the key of the approval)."""
     tool: str
     """The tool the model called (its name in the agent's tools)."""
-    input: Any
+    input: Any = dataclasses.field(metadata=_AS_IS)
     """The validated input the call would run with (plain JSON data; for a pipeline tool,
     the child's options)."""
     turn: int
@@ -569,14 +571,7 @@ class PendingApproval:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `{callId, tool, input, turn, agentRunId, agent}`."""
-        return {
-            "callId": self.call_id,
-            "tool": self.tool,
-            "input": self.input,
-            "turn": self.turn,
-            "agentRunId": self.agent_run_id,
-            "agent": self.agent,
-        }
+        return _wire_dict(self)
 
 
 class ApprovalRequiredError(AgentError):

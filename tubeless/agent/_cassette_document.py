@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tubeless._fields import wire_dict
 from tubeless._quote import quote, quote_list, type_name
 from tubeless.errors import CassetteError
 
@@ -149,7 +150,7 @@ class RecordedAgent:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `{path, turns}`."""
-        return {"path": self.path, "turns": [turn.to_dict() for turn in self.turns]}
+        return wire_dict(self)
 
     @classmethod
     def from_dict(cls, value: Any, where: str) -> RecordedAgent:

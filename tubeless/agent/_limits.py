@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tubeless._fields import wire, wire_dict
 from tubeless._quote import quote
 from tubeless.errors import AgentDefinitionError
 
@@ -49,7 +50,7 @@ class AgentLimits:
     Checked before every decision and batch; each call's deadline is at most the time
     left. Running out fails the run with `TUBELESS_AGENT_LIMIT_REACHED`."""
 
-    max_repairs: int = 0
+    max_repairs: int = dataclasses.field(default=0, metadata=wire(omit="falsy"))
     """Invalid decisions sent back to `decide` (as `context.rejection`) in this invocation
     and every subagent below it; 0 fails the run on the first invalid decision."""
 
@@ -57,25 +58,7 @@ class AgentLimits:
         """Return the wire form `{maxTurns, maxCalls, maxDecisions, maxDepth, maxConcurrency}`,
         plus `maxInputTokens`, `maxOutputTokens`, `maxTotalTokens`, `maxCost`, `maxSeconds`
         and `maxRepairs` when set (so limits without them keep their identity)."""
-        out: dict[str, int | float] = {
-            "maxTurns": self.max_turns,
-            "maxCalls": self.max_calls,
-            "maxDecisions": self.max_decisions,
-            "maxDepth": self.max_depth,
-            "maxConcurrency": self.max_concurrency,
-        }
-        for key, value in (
-            ("maxInputTokens", self.max_input_tokens),
-            ("maxOutputTokens", self.max_output_tokens),
-            ("maxTotalTokens", self.max_total_tokens),
-            ("maxCost", self.max_cost),
-            ("maxSeconds", self.max_seconds),
-        ):
-            if value is not None:
-                out[key] = value
-        if self.max_repairs:
-            out["maxRepairs"] = self.max_repairs
-        return out
+        return wire_dict(self)
 
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(AgentLimits))

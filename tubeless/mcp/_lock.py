@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from tubeless._fields import wire, wire_dict
 from tubeless._fingerprint import fingerprint
 from tubeless._frozen import freeze_json, thaw
 from tubeless._quote import quote, type_name
@@ -31,9 +32,11 @@ class McpToolDefinition:
     """The tool's name on the server."""
     description: str
     """Its description (empty when the server gives none)."""
-    input_schema: Mapping[str, Any]
+    input_schema: Mapping[str, Any] = dataclasses.field(metadata=wire(convert=thaw))
     """The JSON Schema its arguments must match (frozen)."""
-    output_schema: Mapping[str, Any] | None = None
+    output_schema: Mapping[str, Any] | None = dataclasses.field(
+        default=None, metadata=wire(convert=thaw)
+    )
     """The JSON Schema of its `structuredContent`, when it declares one (frozen)."""
 
     def __post_init__(self) -> None:
@@ -44,14 +47,7 @@ class McpToolDefinition:
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: `name`, `description`, `inputSchema` and `outputSchema` if any."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": thaw(self.input_schema),
-        }
-        if self.output_schema is not None:
-            out["outputSchema"] = thaw(self.output_schema)
-        return out
+        return wire_dict(self)
 
     @property
     def digest(self) -> str:

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tubeless._fields import OMIT_NONE, wire, wire_dict
 from tubeless._fingerprint import (
     MISMATCH_WORDS,
     identity_mismatch,
@@ -37,14 +38,7 @@ class DefinitionIdentity:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form `{version, structuralFingerprint, definitionId, ...}`."""
-        out: dict[str, Any] = {
-            "version": self.version,
-            "structuralFingerprint": self.structural_fingerprint,
-            "definitionId": self.definition_id,
-        }
-        if self.implementation_version is not None:
-            out["implementationVersion"] = self.implementation_version
-        return out
+        return wire_dict(self)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,11 +47,11 @@ class DefinitionSnapshot:
 
     identity: DefinitionIdentity
     """The definition's identity."""
-    steps: tuple[Mapping[str, Any], ...]
+    steps: tuple[Mapping[str, Any], ...] = dataclasses.field(metadata=wire(convert=thaw))
     """One read-only entry per step, in execution order."""
     target_ids: tuple[str, ...]
     """Declared targets, sorted."""
-    required_finalizer_step_ids: tuple[str, ...] | None
+    required_finalizer_step_ids: tuple[str, ...] | None = dataclasses.field(metadata=OMIT_NONE)
     """Steps a `require_outputs` finalizer needs, sorted."""
     options_validated: bool
     """Whether options pass through a schema."""
@@ -66,16 +60,7 @@ class DefinitionSnapshot:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form (plain dicts and lists)."""
-        out: dict[str, Any] = {
-            "identity": self.identity.to_dict(),
-            "steps": thaw(self.steps),
-            "targetIds": list(self.target_ids),
-        }
-        if self.required_finalizer_step_ids is not None:
-            out["requiredFinalizerStepIds"] = list(self.required_finalizer_step_ids)
-        out["optionsValidated"] = self.options_validated
-        out["resultValidated"] = self.result_validated
-        return out
+        return wire_dict(self)
 
 
 def _step_entry(step: Step) -> dict[str, Any]:

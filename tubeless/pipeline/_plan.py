@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from tubeless._fields import OMIT_NONE, wire, wire_dict
 from tubeless._frozen import thaw
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._controls import RunControls
@@ -56,9 +57,9 @@ class PlanStep:
 
     id: str
     """The step id."""
-    name: str | None
+    name: str | None = dataclasses.field(metadata=OMIT_NONE)
     """Display label."""
-    description: str | None
+    description: str | None = dataclasses.field(metadata=OMIT_NONE)
     """Description."""
     dependencies: tuple[str, ...]
     """Required dependency ids."""
@@ -76,31 +77,18 @@ class PlanStep:
     """Why it is (not) selected."""
     skip_reason: SkipReason | None = None
     """How it would be skipped, assuming every runnable step completes."""
-    nested: NestedPipeline | None = None
+    nested: NestedPipeline | None = dataclasses.field(
+        default=None, metadata=wire(key="nestedPipeline")
+    )
     """The child pipeline a wrapper step runs."""
-    annotation: tuple[str, Mapping[str, Any]] | None = None
+    annotation: tuple[str, Mapping[str, Any]] | None = dataclasses.field(
+        default=None, metadata=wire(written=False)
+    )
     """Extra static data (key, data), e.g. the agent block."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form (camelCase, absent fields left out)."""
-        out: dict[str, Any] = {"id": self.id}
-        if self.name is not None:
-            out["name"] = self.name
-        if self.description is not None:
-            out["description"] = self.description
-        out.update(
-            dependencies=list(self.dependencies),
-            optionalDependencies=list(self.optional_dependencies),
-            skipAfterFailureOf=list(self.skip_after_failure_of),
-            dryRun=self.dry_run,
-            runtimeSkipPossible=self.runtime_skip_possible,
-            selected=self.selected,
-            selectionReasons=[reason.to_dict() for reason in self.selection_reasons],
-        )
-        if self.skip_reason is not None:
-            out["skipReason"] = self.skip_reason
-        if self.nested is not None:
-            out["nestedPipeline"] = self.nested.to_dict()
+        out = wire_dict(self)
         if self.annotation is not None:
             out[self.annotation[0]] = thaw(self.annotation[1])
         return out
@@ -121,19 +109,13 @@ class PipelinePlan:
     steps: tuple[PlanStep, ...]
     """One entry per step, in execution order."""
     memo: dict[str, Any] = dataclasses.field(
-        default_factory=dict, init=False, repr=False, compare=False
+        default_factory=dict, init=False, repr=False, compare=False, metadata=wire(written=False)
     )
     """Internal: what runs of this plan build once and reuse (e.g. `step.planned` payloads)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the wire form `{pipelineId, dryRun, ok, errors, steps}`."""
-        return {
-            "pipelineId": self.pipeline_id,
-            "dryRun": self.dry_run,
-            "ok": self.ok,
-            "errors": [error.to_dict() for error in self.errors],
-            "steps": [step.to_dict() for step in self.steps],
-        }
+        return wire_dict(self)
 
     def render(self, *, explain: bool = True) -> str:
         """Return the human rendering (see `render_plan`)."""
