@@ -2,7 +2,9 @@
 
 Public signatures use these names, and the packages re-export them: `SchemaLike` and
 `SchemaProtocol` from `tubeless.schema`; `ControlsLike`, `ContextLike`, `HooksLike` and
-`Hook` from `tubeless.pipeline`; the tool and agent callbacks from `tubeless.agent`. Trace
+`Hook` from `tubeless.pipeline`, with `StepOptions`, the keyword arguments every step
+factory shares; the tool and agent callbacks from `tubeless.agent`, with `ToolOptions` and
+`FunctionToolOptions`, the keyword arguments the tool factories share. Trace
 sinks and hook sets are protocols of their own (`tubeless.trace.TraceSink`,
 `tubeless.pipeline.PipelineHooks`). The classes named here are imported for type checkers
 only, so this module loads nothing.
@@ -11,17 +13,20 @@ only, so this module loads nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Union
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, Union
 
 if TYPE_CHECKING:
-    from tubeless.agent import DecisionContext, RemoteToolContext, ToolContext
-    from tubeless.pipeline import PipelineHooks, RunContext, RunControls
+    import concurrent.futures
+
+    from tubeless.agent import DecisionContext, RemoteToolContext, Retry, ToolContext
+    from tubeless.pipeline import ExecutionContext, PipelineHooks, RunContext, RunControls, Step
     from tubeless.schema import Schema
 
 __all__ = [
     "ContextLike",
     "ControlsLike",
     "DecideCallback",
+    "FunctionToolOptions",
     "Hook",
     "HooksLike",
     "InitialStateCallback",
@@ -30,9 +35,12 @@ __all__ = [
     "RemoteToolHandler",
     "SchemaLike",
     "SchemaProtocol",
+    "StepOptions",
     "ToolDryRun",
     "ToolHandler",
+    "ToolOptions",
     "TypeAdapterLike",
+    "check_keywords",
 ]
 
 
@@ -107,3 +115,77 @@ DecideCallback = Callable[[Any, "DecisionContext"], Any]
 
 ReduceCallback = Callable[[Any, tuple[Mapping[str, Any], ...]], Any]
 """`reduce(state, outcomes)`: the next state from the outcomes, in decision order."""
+
+
+class StepOptions(TypedDict, total=False):
+    """The keyword arguments every step factory takes besides its own (all optional).
+
+    `StepFactory.step`, `from_pipeline`, `for_each_pipeline` and `iterate_pipeline` accept
+    them as `**options`; an unknown key raises `TypeError` as any unexpected keyword would.
+    """
+
+    name: str | None
+    """Display label only."""
+    description: str | None
+    """What the step does, in words."""
+    depends_on: Sequence[Step] | None
+    """Required inputs: their outputs are passed in and must be available."""
+    optional_depends_on: Sequence[Step] | None
+    """Inputs used only when published."""
+    skip_after_failure_of: Sequence[Step] | None
+    """Failure gates: no data, but the step is skipped when one failed or was cancelled."""
+    skip: Callable[[Mapping[str, Any], ExecutionContext], Any] | None
+    """Policy predicate `skip(inputs, context)`: falsy runs; a non-blank string or
+    `{"reason", "value"?}` skips."""
+
+
+class ToolOptions(TypedDict, total=False):
+    """How an agent runs a tool's calls: keyword arguments every tool factory takes.
+
+    `define_tool`, `tool_from_function`, `tubeless.tool` and `pipeline_tool` accept them as
+    `**options`; an unknown key raises `TypeError` as any unexpected keyword would.
+    """
+
+    replay: Literal["safe", "unsafe"]
+    """`"unsafe"` (default) or `"safe"`: whether a durable agent resuming after a crash may
+    run the handler again when the call was running. An unsafe call becomes the
+    recoverable outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead."""
+    needs_approval: bool | Callable[[Any, DecisionContext], bool]
+    """`True`, or `predicate(validated_input, decision_context) -> bool` (pure: it runs
+    once, while the batch is prepared): a call that needs approval waits for a person. Its
+    batch dispatches nothing, the run ends `failed` with `TUBELESS_AGENT_APPROVAL_REQUIRED`
+    and `run.pending_approvals` lists the waiting calls; resume with the same key and
+    `context={"approvals": {call_id: tubeless.approve() | tubeless.reject(message) |
+    tubeless.edit(new_input)}}`. Needs a durable agent (`define_agent(durability=...)`);
+    default `False`."""
+    timeout: float | None
+    """Seconds (a number above 0) each attempt may take. Then the call's outcome is the
+    recoverable `TUBELESS_AGENT_CALL_TIMED_OUT` ("the call may still complete"). The
+    handler sees `context.deadline` and `context.time_left()`, and `context.sleep()`
+    raises that `ToolError` at the deadline; a handler that ignores it keeps its permit
+    until it returns, its value is discarded (its step traced with `agent.late`), and the
+    run waits for it before it returns."""
+    retry: Retry | None
+    """A `tubeless.Retry`: run a call again when its handler raises a `ToolError` with one
+    of its codes or its attempt times out (only with `replay="safe"`)."""
+
+
+class FunctionToolOptions(ToolOptions, total=False):
+    """The keyword arguments of `tubeless.tool(...)`: `ToolOptions` and two more."""
+
+    description: str | None
+    """What the tool does; defaults to the docstring's first paragraph."""
+    executor: concurrent.futures.Executor | None
+    """Run the function there instead of on the call's thread (as `define_tool`'s)."""
+
+
+def check_keywords(options: Mapping[str, object], typed: Any, function: str) -> None:
+    """Reject a key of `options` outside the typed dict `typed` as Python rejects a keyword.
+
+    Raises:
+        TypeError: `<function>() got an unexpected keyword argument '<key>'`.
+    """
+    allowed = typed.__optional_keys__ | typed.__required_keys__
+    for key in options:
+        if key not in allowed:
+            raise TypeError(f"{function}() got an unexpected keyword argument {key!r}")

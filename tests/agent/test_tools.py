@@ -416,3 +416,68 @@ def test_tool_error_is_exported_with_the_agent_api() -> None:
     import tubeless.agent
 
     assert tubeless.agent.ToolError is ToolError is tubeless.ToolError
+
+
+def _tool_factories() -> dict[str, Callable[..., AgentTool]]:
+    """Each tool factory with the arguments of its own it requires."""
+    import tubeless
+    from tubeless.agent import pipeline_tool, tool_from_function
+    from tubeless.pipeline import create_steps, define_pipeline
+
+    def shout(text: str) -> str:
+        """Shout the text."""
+        return text.upper()
+
+    step = create_steps({"type": "object"})
+    child = define_pipeline(id="child", steps=[step("leaf", run=lambda i, c: 1)])
+    return {
+        "define_tool": lambda **kw: _tool(**kw),
+        "tool_from_function": lambda **kw: tool_from_function(shout, **kw),
+        "tool": lambda **kw: tubeless.tool(**kw)(shout),
+        "pipeline_tool": lambda **kw: pipeline_tool(child, description="Child", **kw),
+    }
+
+
+@pytest.mark.parametrize("factory", ["define_tool", "tool_from_function", "tool", "pipeline_tool"])
+def test_every_tool_factory_takes_the_tool_options(factory: str) -> None:
+    """`replay`, `needs_approval`, `timeout` and `retry` reach the tool; defaults otherwise."""
+    from tubeless.agent import Retry, ToolOptions
+    from tubeless.agent._tools import tool_spec
+
+    retry = Retry(attempts=2, codes=("BUSY",))
+    options: ToolOptions = {
+        "replay": "safe",
+        "needs_approval": True,
+        "timeout": 2.5,
+        "retry": retry,
+    }
+    spec = tool_spec(_tool_factories()[factory](**options))
+    assert (spec.replay, spec.needs_approval, spec.timeout, spec.retry) == (
+        "safe",
+        True,
+        2.5,
+        retry,
+    )
+    plain = tool_spec(_tool_factories()[factory]())
+    assert (plain.replay, plain.needs_approval, plain.timeout, plain.retry) == (
+        "unsafe",
+        False,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("factory", "function"),
+    [
+        ("define_tool", "define_tool"),
+        ("tool_from_function", "tool_from_function"),
+        ("tool", "tool_from_function"),
+        ("pipeline_tool", "pipeline_tool"),
+    ],
+)
+def test_a_stray_tool_keyword_fails_as_python_would(factory: str, function: str) -> None:
+    """An unknown keyword raises Python's own `TypeError` words, before any other check."""
+    with pytest.raises(TypeError) as raised:
+        _tool_factories()[factory](replays="safe", timeout=-1)
+    assert str(raised.value) == f"{function}() got an unexpected keyword argument 'replays'"

@@ -43,11 +43,13 @@ fold / projection
 from tubeless._public import show_public_module as _show_public_module
 from tubeless._types import (
     DecideCallback,
+    FunctionToolOptions,
     InitialStateCallback,
     ReduceCallback,
     RemoteToolHandler,
     ToolDryRun,
     ToolHandler,
+    ToolOptions,
 )
 from tubeless._usage import Usage
 from tubeless.agent._agent import define_agent
@@ -97,6 +99,7 @@ __all__ = [
     "Durability",
     "ExecutionIds",
     "FinishDecision",
+    "FunctionToolOptions",
     "InitialStateCallback",
     "PendingApproval",
     "PostgresCheckpointStore",
@@ -112,6 +115,7 @@ __all__ = [
     "ToolDryRun",
     "ToolError",
     "ToolHandler",
+    "ToolOptions",
     "Usage",
     "UsageReservation",
     "approve",

@@ -12,10 +12,10 @@ import importlib
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tubeless.agent._agent_contexts import DecisionContext, ToolContext
-from tubeless.agent._deadline import Retry
+from tubeless._types import FunctionToolOptions, ToolOptions, check_keywords
+from tubeless.agent._agent_contexts import ToolContext
 from tubeless.agent._docstrings import read_docstring
 from tubeless.agent._remote import RemoteToolContext
 from tubeless.agent._tools import (
@@ -26,6 +26,10 @@ from tubeless.agent._tools import (
     named_tool,
 )
 from tubeless.errors import AgentDefinitionError, MissingExtraError
+
+if TYPE_CHECKING:
+    # Only for type checkers (annotations stay strings): `typing.Unpack` is 3.11+.
+    from typing_extensions import Unpack
 
 _MESSAGE_LIMIT = 200
 _CONTEXTS = (ToolContext, RemoteToolContext)
@@ -200,10 +204,7 @@ def tool_from_function(
     *,
     description: str | None = None,
     executor: concurrent.futures.Executor | None = None,
-    replay: typing.Literal["safe", "unsafe"] = "unsafe",
-    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
-    timeout: float | None = None,
-    retry: Retry | None = None,
+    **options: Unpack[ToolOptions],
 ) -> AgentTool:
     """Define a tool from a typed function: its schemas come from the signature, via pydantic.
 
@@ -223,10 +224,8 @@ def tool_from_function(
         fn: the function; every parameter and the return value need a type annotation.
         description: what the tool does; defaults to the docstring's first paragraph.
         executor: as in `define_tool`: `fn` must pickle (a module-level function).
-        replay: as in `define_tool`.
-        needs_approval: as in `define_tool`.
-        timeout: as in `define_tool`: seconds each attempt may take.
-        retry: as in `define_tool`: a `tubeless.Retry` (needs `replay="safe"`).
+        **options: the `ToolOptions` (`replay`, `needs_approval`, `timeout`, `retry`), as
+            in `define_tool`.
 
     Raises:
         MissingExtraError: `TUBELESS_EXTRA_MISSING` when pydantic is not installed
@@ -237,7 +236,9 @@ def tool_from_function(
             `*args`/`**kwargs` parameter), the return annotation, a description; or a
             type pydantic cannot model; then what `define_tool` checks (the executor and
             whether `fn` pickles, replay, needs_approval, timeout, retry).
+        TypeError: for a keyword `tool_from_function` does not take.
     """
+    check_keywords(options, ToolOptions, "tool_from_function")
     if not callable(fn):
         raise AgentDefinitionError("tool_from_function requires a function")
     check_sync_handler(fn, f"tool_from_function({_bounded(getattr(fn, '__qualname__', fn))})")
@@ -252,10 +253,7 @@ def tool_from_function(
         output_schema=output,
         run=_FunctionRun(fn, parameters, model),
         executor=executor,
-        replay=replay,
-        needs_approval=needs_approval,
-        timeout=timeout,
-        retry=retry,
+        **options,
     )
 
 
@@ -265,12 +263,16 @@ def tool(fn: Callable[..., Any], /) -> AgentTool: ...
 
 @typing.overload
 def tool(
-    fn: None = None, /, *, name: str | None = None, **options: Any
+    fn: None = None, /, *, name: str | None = None, **options: Unpack[FunctionToolOptions]
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, **options: Any
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    **options: Unpack[FunctionToolOptions],
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Decorate a typed function to make it a tool named after the function.
 
@@ -284,7 +286,8 @@ def tool(
         fn: the function (when used as `@tubeless.tool` without parentheses).
         name: the tool's name (default: the function's `__name__`): letters, digits, `_`
             and `-`, starting with a letter, at most 128 characters.
-        options: keyword arguments for `tool_from_function`.
+        **options: the `FunctionToolOptions` for `tool_from_function`: `description`,
+            `executor` and the `ToolOptions`.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION` for a name tools cannot

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote
-from tubeless.agent._agent_contexts import DecisionContext
+from tubeless._types import ToolOptions, check_keywords
 from tubeless.agent._approvals import check_needs_approval
-from tubeless.agent._deadline import Retry, check_retry, check_timeout, finish_handler
+from tubeless.agent._deadline import check_retry, check_timeout, finish_handler
 from tubeless.agent._delegate import PipelineToolSpec, agent_definitions, agent_facts
 from tubeless.agent._state import own_descriptor
 from tubeless.agent._tools import AgentTool, _schema, check_description, input_descriptor, new_tool
 from tubeless.errors import AgentDefinitionError, AgentError
 from tubeless.pipeline import Pipeline, RunControls, StepContext, create_steps, define_pipeline
 from tubeless.pipeline.lowlevel import child_failure, item_key_of, run_child_pipeline
+
+if TYPE_CHECKING:
+    # Only for type checkers (annotations stay strings): `typing.Unpack` is 3.11+.
+    from typing_extensions import Unpack
 
 REPLAY_MODES = ("safe", "unsafe")
 
@@ -44,10 +48,7 @@ def pipeline_tool(
     input_schema: object = None,
     map_options: Callable[[Any], Any] | None = None,
     input_json_schema: Mapping[str, Any] | None = None,
-    replay: Literal["safe", "unsafe"] = "unsafe",
-    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
-    timeout: float | None = None,
-    retry: Retry | None = None,
+    **options: Unpack[ToolOptions],
 ) -> AgentTool:
     """Register `pipeline` as a tool; an agent registered this way is a subagent.
 
@@ -67,22 +68,23 @@ def pipeline_tool(
         map_options: `map_options(validated_arguments)` -> the child's options; must have
             no side effects (it runs once per call, while the whole batch is prepared).
         input_json_schema: explicit input descriptor for the model.
-        replay: `"unsafe"` (default) or `"safe"`: whether a durable agent that resumes
-            after a crash may run the child again when the call was running. An unsafe
-            call becomes the outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead. A durable
-            subagent ignores it: it resumes from its own part of the parent's journal.
-        needs_approval: `True`, or `predicate(child_options, decision_context) -> bool`:
-            a call that needs approval waits for a person before its child starts (see
-            `define_tool`). Needs a durable agent. A subagent whose own tools need
-            approval needs a durable caller too; its waiting calls surface on the root run.
-        timeout: as in `define_tool`, for each run of an ordinary pipeline (its handlers
-            do not see the deadline). Not for a subagent: bound it with its own
-            `AgentLimits(max_seconds=...)`.
-        retry: as in `define_tool` (needs `replay="safe"`); not for a subagent.
+        **options: the `ToolOptions`, as in `define_tool`, for the child run:
+            `replay` (`"unsafe"` by default) says whether a durable agent that resumes
+            after a crash may run the child again when the call was running; a durable
+            subagent ignores it, resuming from its own part of the parent's journal.
+            `needs_approval` gets `predicate(child_options, decision_context)` and holds
+            the call before its child starts; a subagent whose own tools need approval
+            needs a durable caller too, and its waiting calls surface on the root run.
+            `timeout` bounds each run of an ordinary pipeline (its handlers do not see
+            the deadline), and `retry` runs it again; neither is for a subagent: bound
+            it with its own `AgentLimits(max_seconds=...)`.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, naming the problem.
+        TypeError: for a keyword `pipeline_tool` does not take.
     """
+    check_keywords(options, ToolOptions, "pipeline_tool")
+    replay = options.get("replay", "unsafe")
     if not isinstance(pipeline, Pipeline):
         raise AgentDefinitionError(
             f"pipeline_tool requires a Pipeline, got {type(pipeline).__name__}"
@@ -98,10 +100,12 @@ def pipeline_tool(
         raise AgentDefinitionError(
             f"Pipeline tool {pipeline.id} replay must be 'safe' or 'unsafe', got {quote(replay)}"
         )
-    approval = check_needs_approval(needs_approval, f"Pipeline tool {pipeline.id}")
+    approval = check_needs_approval(
+        options.get("needs_approval", False), f"Pipeline tool {pipeline.id}"
+    )
     label = f"Pipeline tool {pipeline.id}"
-    seconds = check_timeout(timeout, label)
-    policy = check_retry(retry, replay, label)
+    seconds = check_timeout(options.get("timeout"), label)
+    policy = check_retry(options.get("retry"), replay, label)
     facts = agent_facts(pipeline)
     subagent = facts is not None
     if subagent and (seconds is not None or policy is not None):

@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any, overload
 
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote
-from tubeless._types import RemoteToolHandler, SchemaLike, ToolDryRun, ToolHandler
-from tubeless.agent._agent_contexts import DecisionContext, ToolContext
+from tubeless._types import (
+    RemoteToolHandler,
+    SchemaLike,
+    ToolDryRun,
+    ToolHandler,
+    ToolOptions,
+    check_keywords,
+)
+from tubeless.agent._agent_contexts import ToolContext
 from tubeless.agent._approvals import NeedsApproval, check_needs_approval
 from tubeless.agent._deadline import Retry, check_retry, check_timeout, finish_handler
 from tubeless.agent._remote import check_remote_handler, run_remote
@@ -24,6 +31,9 @@ from tubeless.pipeline import Pipeline, StepContext, create_steps, define_pipeli
 from tubeless.schema import Schema, as_schema
 
 if TYPE_CHECKING:
+    # Only for type checkers (annotations stay strings): `typing.Unpack` is 3.11+.
+    from typing_extensions import Unpack
+
     from tubeless.agent._delegate import PipelineToolSpec
 
 DESCRIPTION_LIMIT = 4096
@@ -287,10 +297,7 @@ def define_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
     executor: None = None,
-    replay: typing.Literal["safe", "unsafe"] = "unsafe",
-    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
-    timeout: float | None = None,
-    retry: Retry | None = None,
+    **options: Unpack[ToolOptions],
 ) -> AgentTool: ...
 
 
@@ -304,10 +311,7 @@ def define_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
     executor: concurrent.futures.Executor,
-    replay: typing.Literal["safe", "unsafe"] = "unsafe",
-    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
-    timeout: float | None = None,
-    retry: Retry | None = None,
+    **options: Unpack[ToolOptions],
 ) -> AgentTool: ...
 
 
@@ -320,10 +324,7 @@ def define_tool(
     input_json_schema: Mapping[str, Any] | None = None,
     dry_run: ToolDryRun = None,
     executor: concurrent.futures.Executor | None = None,
-    replay: typing.Literal["safe", "unsafe"] = "unsafe",
-    needs_approval: bool | Callable[[Any, DecisionContext], bool] = False,
-    timeout: float | None = None,
-    retry: Retry | None = None,
+    **options: Unpack[ToolOptions],
 ) -> AgentTool:
     """Define a tool an agent may call.
 
@@ -343,33 +344,18 @@ def define_tool(
             `RemoteToolContext`; its validated input and its value must pickle too.
             Validation, limits, admission order, traces and a dry run's preview stay in
             this process. The executor stays the caller's: runs never shut it down.
-        replay: `"unsafe"` (default) or `"safe"`: whether a durable agent resuming after a
-            crash may run the handler again when the call was running. An unsafe call
-            becomes the recoverable outcome `TUBELESS_AGENT_CALL_INTERRUPTED` instead.
-        needs_approval: `True`, or `predicate(validated_input, decision_context) -> bool`
-            (pure: it runs once, while the batch is prepared): a call that needs approval
-            waits for a person. Its batch dispatches nothing, the run ends `failed` with
-            `TUBELESS_AGENT_APPROVAL_REQUIRED` and `run.pending_approvals` lists the
-            waiting calls; resume with the same key and `context={"approvals": {call_id:
-            tubeless.approve() | tubeless.reject(message) | tubeless.edit(new_input)}}`.
-            Needs a durable agent (`define_agent(durability=...)`).
-        timeout: seconds (a number above 0) each attempt may take. Then the call's
-            outcome is the recoverable `TUBELESS_AGENT_CALL_TIMED_OUT` ("the call may
-            still complete"). The handler sees `context.deadline` and
-            `context.time_left()`, and `context.sleep()` raises that `ToolError` at the
-            deadline; a handler that ignores it keeps its permit until it returns, its
-            value is discarded (its step traced with `agent.late`), and the run waits
-            for it before it returns.
-        retry: a `tubeless.Retry`: run a call again when its handler raises a
-            `ToolError` with one of its codes or its attempt times out (only with
-            `replay="safe"`).
+        **options: the `ToolOptions`: `replay` (`"unsafe"` by default, or `"safe"`),
+            `needs_approval`, `timeout` and `retry`.
 
     Raises:
         AgentDefinitionError: `TUBELESS_AGENT_INVALID_DEFINITION`, checked in this order:
             description, output schema, handler and dry-run policy (callable, not async,
             taking two arguments), executor and whether the handler pickles, replay,
             needs_approval, timeout, retry, input descriptor.
+        TypeError: for a keyword `define_tool` does not take.
     """
+    check_keywords(options, ToolOptions, "define_tool")
+    replay = options.get("replay", "unsafe")
     text = check_description(description)
     output = _schema(output_schema, "Tool output")
     if not callable(run) or not (dry_run is None or dry_run == "skip" or callable(dry_run)):
@@ -386,9 +372,9 @@ def define_tool(
         check_remote_handler(run, executor, "Tool")
     if replay not in ("safe", "unsafe"):
         raise AgentDefinitionError(f"Tool replay must be 'safe' or 'unsafe', got {quote(replay)}")
-    approval = check_needs_approval(needs_approval, "Tool")
-    seconds = check_timeout(timeout, "Tool")
-    policy = check_retry(retry, replay, "Tool")
+    approval = check_needs_approval(options.get("needs_approval", False), "Tool")
+    seconds = check_timeout(options.get("timeout"), "Tool")
+    policy = check_retry(options.get("retry"), replay, "Tool")
     source = _schema(input_schema, "Tool input")
     descriptor = input_descriptor(source, input_json_schema, "Tool input")
     return new_tool(

@@ -2,7 +2,7 @@
 
 from tubeless._fingerprint import fingerprint
 from tubeless._public import show_public_module as _show_public_module
-from tubeless._types import ContextLike, ControlsLike, Hook, HooksLike
+from tubeless._types import ContextLike, ControlsLike, Hook, HooksLike, StepOptions
 from tubeless.pipeline._batch import run_many
 from tubeless.pipeline._controls import PipelineLogger, RunContext, RunControls
 from tubeless.pipeline._define import Pipeline, define_pipeline
@@ -16,7 +16,7 @@ from tubeless.pipeline._identity import (
 from tubeless.pipeline._plan import PipelinePlan, PlanStep, SelectionReason
 from tubeless.pipeline._render import escape_mermaid_label, render_mermaid, render_plan
 from tubeless.pipeline._run_result import PipelineRun, StepReport, run_status
-from tubeless.pipeline._step_factory import StepFactory, StepOptions, create_steps
+from tubeless.pipeline._step_factory import StepFactory, create_steps
 from tubeless.pipeline._steps import (
     NestedPipeline,
     RequiredOutputs,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
-from tubeless._types import ControlsLike, SchemaLike
+from tubeless._types import ControlsLike, SchemaLike, StepOptions, check_keywords
 from tubeless.pipeline._child_runs import IterationRunner, SingleChildRunner
 from tubeless.pipeline._controls import controls_to_dict, resolve_controls
 from tubeless.pipeline._define import Pipeline
@@ -20,7 +20,6 @@ from tubeless.pipeline._run_result import PipelineRun
 from tubeless.pipeline._steps import (
     DryRunPolicy,
     NestedPipeline,
-    SkipPredicate,
     Step,
     StepHandler,
     StepInputs,
@@ -36,38 +35,6 @@ ChildControls = ControlsLike | None
 """Controls of a child run: `RunControls`, a dict of the same keys, or `None`."""
 ItemControls = Callable[[Any, int, StepInputs, StepContext], ChildControls]
 """`controls(item, index, inputs, context)` of one `for_each_pipeline` child."""
-
-
-class StepOptions(TypedDict, total=False):
-    """The keyword arguments every step factory takes besides its own (all optional).
-
-    `StepFactory.step`, `from_pipeline`, `for_each_pipeline` and `iterate_pipeline` accept
-    them as `**options`; an unknown key raises `TypeError` as any unexpected keyword would.
-    """
-
-    name: str | None
-    """Display label only."""
-    description: str | None
-    """What the step does, in words."""
-    depends_on: Sequence[Step] | None
-    """Required inputs: their outputs are passed in and must be available."""
-    optional_depends_on: Sequence[Step] | None
-    """Inputs used only when published."""
-    skip_after_failure_of: Sequence[Step] | None
-    """Failure gates: no data, but the step is skipped when one failed or was cancelled."""
-    skip: SkipPredicate | None
-    """Policy predicate `skip(inputs, context)`: falsy runs; a non-blank string or
-    `{"reason", "value"?}` skips."""
-
-
-_STEP_OPTION_KEYS = frozenset(StepOptions.__annotations__)
-
-
-def _check_options(options: Mapping[str, object], method: str) -> None:
-    """Reject a key outside `StepOptions` exactly as Python rejects a stray keyword."""
-    for key in options:
-        if key not in _STEP_OPTION_KEYS:
-            raise TypeError(f"StepFactory.{method}() got an unexpected keyword argument {key!r}")
 
 
 def _check_dry_run(policy: object, step_id: str) -> DryRunPolicy:
@@ -161,7 +128,7 @@ class StepFactory:
             TypeError: when a field has the wrong type (blank ids and graph mistakes are
                 reported by `define_pipeline`).
         """
-        _check_options(options, "step")
+        check_keywords(options, StepOptions, "StepFactory.step")
         if not isinstance(id, str):
             raise TypeError(f"Step id must be a string, got {id!r}")
         if not callable(run):
@@ -234,7 +201,7 @@ class StepFactory:
         Raises:
             TypeError: for a field of the wrong type.
         """
-        _check_options(options, "from_pipeline")
+        check_keywords(options, StepOptions, "StepFactory.from_pipeline")
         child = _check_pipeline(pipeline, id)
         _check_callable(map_options, "map_options", id, required=False)
         _check_callable(map_result, "map_result", id, required=False)
@@ -280,7 +247,7 @@ class StepFactory:
         Raises:
             TypeError: for a field of the wrong type.
         """
-        _check_options(options, "for_each_pipeline")
+        check_keywords(options, StepOptions, "StepFactory.for_each_pipeline")
         child = _check_pipeline(pipeline, id)
         _check_callable(items, "items(inputs, context)", id, required=True)
         _check_callable(key, "key(item, index)", id, required=True)
@@ -335,7 +302,7 @@ class StepFactory:
         Raises:
             TypeError: for a field of the wrong type.
         """
-        _check_options(options, "iterate_pipeline")
+        check_keywords(options, StepOptions, "StepFactory.iterate_pipeline")
         child = _check_pipeline(pipeline, id)
         bound = _check_max_iterations(max_iterations, id)
         _check_callable(initial_state, "initial_state(inputs, context)", id, required=True)
