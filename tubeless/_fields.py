@@ -70,17 +70,15 @@ def camel_case(name: str) -> str:
     return _HUMP.sub(lambda match: match.group(1).upper(), name)
 
 
-def _default_conversion(value: Any) -> Any:
-    kind = type(value)
-    if kind is tuple:
-        return [_item(item) for item in value]
-    method = getattr(kind, "to_dict", None)
-    return value if method is None else method(value)
-
-
 def _item(value: Any) -> Any:
     method = getattr(type(value), "to_dict", None)
     return value if method is None else method(value)
+
+
+def _default_conversion(value: Any) -> Any:
+    if type(value) is tuple:
+        return [_item(item) for item in value]
+    return _item(value)
 
 
 _Plan = tuple[tuple[str, str, Omit, Callable[[Any], Any]], ...]
