@@ -142,7 +142,7 @@ def _publish(
         except Exception as error:
             return _failed(scope, index, step, error, attempt)
     if not report and scope.observer is None and not scope.signal.is_set():
-        return StepOutcome(index, output=value)
+        return StepOutcome(index, None, value)
     finished = StepReport(
         id=step.id,
         status="completed" if skip is None else "skipped",
