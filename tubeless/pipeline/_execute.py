@@ -37,7 +37,7 @@ from tubeless.pipeline._run_result import (
     run_status,
 )
 from tubeless.pipeline._run_step import Attempt, run_step, trace_error
-from tubeless.pipeline._schedule import StepScheduler, runs_alone
+from tubeless.pipeline._schedule import StepScheduler
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 from tubeless.schema import validate_boundary
 from tubeless.trace import TRACE_LIST_LIMIT
@@ -221,17 +221,18 @@ def execute_run(
 
 
 def _lone_step(pipeline: Pipeline, plan: PipelinePlan, dry_run: bool) -> tuple[Step, bool] | None:
-    """The lone step of a plan that runs it alone, with no skip predicate, if it has one
-    (see `runs_alone`): its run needs no scheduler. With it, whether its output is the
-    run's result as it is (no finalizer, no result schema). Worked out once per plan and
-    kept in its memo (a step runs alone only at a concurrency of 1, which the caller checks).
-    """
+    """The lone step of a plan that runs it, with no skip predicate, if it has one: one
+    selected step that a dry run does not skip. Its run needs no scheduler. With it, whether
+    its output is the run's result as it is (no finalizer, no result schema). Worked out
+    once per plan and kept in its memo (a step runs alone only at a concurrency of 1, which
+    the caller checks)."""
     order = pipeline.execution_order
     lone: tuple[Step, bool] | None = None
-    if runs_alone(order, plan.steps, 1, dry_run) and order[0].skip is None:
+    if len(order) == 1 and plan.steps[0].selected and order[0].skip is None:
         step = order[0]
-        as_is = pipeline.finalize_step_id == step.id and pipeline.result_schema is None
-        lone = (step, as_is)
+        if not (dry_run and step.dry_run == "skip"):
+            as_is = pipeline.finalize_step_id == step.id and pipeline.result_schema is None
+            lone = (step, as_is)
     plan.memo[_LONE_STEP[dry_run]] = lone
     return lone
 

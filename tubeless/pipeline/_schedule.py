@@ -29,15 +29,6 @@ from tubeless.pipeline._run_step import (
 from tubeless.pipeline._steps import Step
 
 
-def runs_alone(
-    order: Sequence[Step], plan_steps: Sequence[PlanStep], max_concurrency: int, dry_run: bool
-) -> bool:
-    """Whether a plan is one selected step, run inline, that the ladder runs (not skipped)."""
-    if max_concurrency != 1 or len(order) != 1 or not plan_steps[0].selected:
-        return False
-    return not (dry_run and order[0].dry_run == "skip")
-
-
 class StepScheduler:
     """Runs the steps of one planned run and collects reports, outputs and errors."""
 
@@ -142,7 +133,7 @@ class StepScheduler:
     ) -> None:
         """Start step `index`: inline at a concurrency of 1, otherwise on a worker."""
         if self._max == 1:
-            self._apply(self.run_step(index), pending)
+            self._apply(self._run_at(index), pending)
             return
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -152,9 +143,9 @@ class StepScheduler:
         # Without a predicate to run first, the attempt begins here rather than on the
         # worker, so steps start (and number their attempts) in dispatch order.
         attempt = begin_attempt(self._scope, step) if step.skip is None else None
-        active[self._pool.submit(self.run_step, index, attempt)] = index
+        active[self._pool.submit(self._run_at, index, attempt)] = index
 
-    def run_step(self, index: int, attempt: Attempt | None = None) -> StepOutcome:
+    def _run_at(self, index: int, attempt: Attempt | None = None) -> StepOutcome:
         """Run step `index` with its inputs (see `run_step`)."""
         step = self._order[index]
         inputs = {dep.id: self.outputs.get(dep.id) for dep in step.depends_on}
