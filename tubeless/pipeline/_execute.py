@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import random
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tubeless._types import Hook
@@ -13,22 +10,9 @@ from tubeless._usage import NO_USAGE
 from tubeless.errors import Diagnostic
 from tubeless.pipeline._classify import finalization_error, to_diagnostic
 from tubeless.pipeline._controls import RunContext, RunControls
-from tubeless.pipeline._extensions import (
-    USAGE_METER,
-    RunExtension,
-    child_extensions,
-    root_extensions,
-)
-from tubeless.pipeline._handler_context import (
-    ExecutionContext,
-    RunScope,
-    default_logger,
-    default_now,
-    default_sleep,
-    raise_if_cancelled,
-)
-from tubeless.pipeline._hooks import normalize_hooks
-from tubeless.pipeline._observe import RunObserver, TraceChannel
+from tubeless.pipeline._extensions import USAGE_METER, RunExtension
+from tubeless.pipeline._handler_context import ExecutionContext, RunScope, raise_if_cancelled
+from tubeless.pipeline._observe import RunObserver
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.pipeline._run_result import (
     RUN_MODEL_VERSION,
@@ -36,6 +20,7 @@ from tubeless.pipeline._run_result import (
     PipelineRun,
     run_status,
 )
+from tubeless.pipeline._run_scope import observer_for, scope_for_child, scope_for_root
 from tubeless.pipeline._run_step import Attempt, run_step, trace_error
 from tubeless.pipeline._schedule import StepScheduler
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
@@ -46,101 +31,7 @@ if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
 
 
-_random_bits = random.getrandbits
 _UNKNOWN: Any = object()
-
-
-def new_run_id(pipeline_id: str) -> str:
-    """`<pipeline id>:<random UUID version 4>`, made without the `uuid` module's overhead.
-
-    The bits come from `random` (seeded from the OS, reseeded in a forked child), not
-    from `os.urandom`: a run id is unique, not secret, and a system call per child run
-    hands the GIL to another thread in the middle of the harness. One 128-bit draw gives
-    the 122 random bits; the version nibble (4) and the RFC 4122 variant bits (10) are set.
-    """
-    digits = "%032x" % (_random_bits(128) & _UUID4_CLEAR | _UUID4_SET)
-    return (
-        f"{pipeline_id}:{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
-    )
-
-
-_UUID4_CLEAR = ~(0xF << 76 | 0x3 << 62) & (1 << 128) - 1
-_UUID4_SET = 0x4 << 76 | 0x2 << 62
-
-
-def _scope_for_root(
-    pipeline_id: str, context: RunContext, dry_run: bool
-) -> tuple[RunScope, tuple[dict[str, Hook], ...]]:
-    log = context.log or default_logger()
-    hooks = normalize_hooks(context.hooks)
-    channel = TraceChannel(context.tracing, log) if context.tracing is not None or hooks else None
-    return RunScope(
-        pipeline_id=pipeline_id,
-        run_id=context.run_id or new_run_id(pipeline_id),
-        parent_run_id=context.parent_run_id,
-        correlation_id=context.correlation_id,
-        item_key=None,
-        iteration=None,
-        signal=context.signal if context.signal is not None else threading.Event(),
-        log=log,
-        now=context.now or default_now,
-        sleep=context.sleep or default_sleep,
-        cwd=context.cwd or os.getcwd(),
-        dry_run=dry_run,
-        channel=channel,
-        extensions=root_extensions(context),
-        thread_pool=context.thread_pool,
-    ), hooks
-
-
-def _scope_for_child(
-    pipeline_id: str,
-    parent: RunScope,
-    item_key: str | None,
-    iteration: dict[str, Any] | None,
-    dry_run: bool,
-    extensions: Mapping[RunExtension[Any], Any] | None = None,
-) -> RunScope:
-    """A child run's scope: the parent's signal, channel, logger, clock, sleep and cwd.
-
-    The child waits here while a sink slower than the run has a full queue (its start is
-    where the thread holds none of the run's locks).
-    """
-    if parent.channel is not None:
-        parent.channel.wait_for_room()
-    return RunScope(
-        pipeline_id=pipeline_id,
-        run_id=new_run_id(pipeline_id),
-        parent_run_id=parent.run_id,
-        correlation_id=parent.correlation_id,
-        item_key=item_key,
-        iteration=iteration,
-        signal=parent.signal,
-        log=parent.log,
-        now=parent.now,
-        sleep=parent.sleep,
-        cwd=parent.cwd,
-        dry_run=dry_run,
-        channel=parent.channel,
-        extensions=child_extensions(parent.extensions, extensions),
-        thread_pool=parent.thread_pool,
-    )
-
-
-def _observer(scope: RunScope, hooks: Sequence[dict[str, Hook]]) -> RunObserver | None:
-    channel = scope.channel
-    if channel is None or not (channel.tracing or hooks):
-        return None
-    base: dict[str, Any] = {"pipelineId": scope.pipeline_id, "runId": scope.run_id}
-    for key, value in (
-        ("correlationId", scope.correlation_id),
-        ("parentRunId", scope.parent_run_id),
-        ("itemKey", scope.item_key),
-        ("iteration", scope.iteration),
-    ):
-        if value is not None:
-            base[key] = value
-    return RunObserver(channel, hooks, base, scope.now)
 
 
 @overload
@@ -204,12 +95,12 @@ def execute_run(
     records.
     """
     if parent is None:
-        scope, hooks = _scope_for_root(pipeline.id, context or RunContext(), controls.dry_run)
+        scope, hooks = scope_for_root(pipeline.id, context or RunContext(), controls.dry_run)
     else:
-        scope = _scope_for_child(
+        scope = scope_for_child(
             pipeline.id, parent, item_key, iteration, controls.dry_run, extensions
         )
-    scope.observer = _observer(scope, hooks)
+    scope.observer = observer_for(scope, hooks)
     run = _Run(pipeline, scope, controls, plan or pipeline.plan(controls))
     try:
         return run.execute(options, checked=options_checked, report=report)
