@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -115,6 +116,12 @@ def _lone(case: str) -> tuple[Any, RunControls]:
     return pipeline, controls
 
 
+def _through_the_loop(controls: RunControls) -> RunControls:
+    """`controls` that run a lone step through the scheduler's loop, not the one-step path
+    (two slots: the step runs on a worker thread)."""
+    return dataclasses.replace(controls, max_concurrency=2)
+
+
 def _comparable(run: Any) -> dict[str, Any]:
     """A child run's report without what differs between two runs (ids and times)."""
     steps = [
@@ -146,20 +153,24 @@ def _comparable(run: Any) -> dict[str, Any]:
         "dry run",
     ],
 )
-def test_an_unobserved_lone_step_child_reports_as_an_observed_one(case: str) -> None:
-    """A one-step child nothing observes (run without the scheduler) gives the same report
-    as the same child run with a sink attached (run through the scheduler)."""
+def test_a_lone_step_child_reports_as_the_scheduler_s_loop_would(case: str) -> None:
+    """A one-step child run without the scheduler's loop, observed or not, gives the same
+    report as the same child run through the loop."""
     reports: list[dict[str, Any]] = []
 
-    def call(inputs: Any, context: Any) -> Any:
-        child, controls = _lone(case)
-        run = lowlevel.run_child_pipeline(context, child, {}, controls=controls)
-        reports.append(_comparable(run))
-        return None
+    def call(loop: bool) -> Any:
+        def run(inputs: Any, context: Any) -> Any:
+            child, controls = _lone(case)
+            controls = _through_the_loop(controls) if loop else controls
+            run = lowlevel.run_child_pipeline(context, child, {}, controls=controls)
+            reports.append(_comparable(run))
 
-    _parent(call).run()
-    _parent(call).run(None, context={"tracing": MemoryTraceSink()})
-    assert reports[0] == reports[1]
+        return run
+
+    _parent(call(loop=False)).run()
+    _parent(call(loop=False)).run(None, context={"tracing": MemoryTraceSink()})
+    _parent(call(loop=True)).run(None, context={"tracing": MemoryTraceSink()})
+    assert reports[0] == reports[1] == reports[2]
     assert reports[0]["status"] == (
         "completed"
         if case in ("ok", "finalizer", "dry run")
@@ -224,24 +235,29 @@ def _record_shapes(sink: MemoryTraceSink) -> list[list[tuple[str, Any]]]:
         "dry run",
     ],
 )
-def test_a_lone_step_child_run_for_its_value_sends_the_scheduler_s_records(case: str) -> None:
-    """A one-step child run for its value (without the scheduler when it can) sends the
-    records the same child sends run through the scheduler, in the same order."""
-    sinks = {"value": MemoryTraceSink(), "scheduler": MemoryTraceSink()}
+def test_a_lone_step_child_run_sends_the_records_of_the_scheduler_s_loop(case: str) -> None:
+    """A one-step child run without the scheduler's loop, for its value or its report,
+    sends the records the same child sends run through the loop, in the same order."""
+    sinks = {"value": MemoryTraceSink(), "report": MemoryTraceSink(), "loop": MemoryTraceSink()}
 
     def call_for_value(inputs: Any, context: Any) -> Any:
         child, controls = _lone(case)
         plan = child.plan(controls)
         lowlevel.run_child_value(context, child, {}, controls=controls, plan=plan)
 
-    def call_through_scheduler(inputs: Any, context: Any) -> Any:
+    def call_for_report(inputs: Any, context: Any) -> Any:
         child, controls = _lone(case)
         lowlevel.run_child_pipeline(context, child, {}, controls=controls)
 
+    def call_through_the_loop(inputs: Any, context: Any) -> Any:
+        child, controls = _lone(case)
+        lowlevel.run_child_pipeline(context, child, {}, controls=_through_the_loop(controls))
+
     _parent(call_for_value).run(None, context={"tracing": sinks["value"]})
-    _parent(call_through_scheduler).run(None, context={"tracing": sinks["scheduler"]})
-    value, scheduler = (_record_shapes(sink) for sink in sinks.values())
-    assert value == scheduler
+    _parent(call_for_report).run(None, context={"tracing": sinks["report"]})
+    _parent(call_through_the_loop).run(None, context={"tracing": sinks["loop"]})
+    value, report, loop = (_record_shapes(sink) for sink in sinks.values())
+    assert value == report == loop
     names = [dict(record)["name"] for record in value]
     assert names[:3] == ["pipeline.started", "step.planned", "step.running"]
     assert names[-1] == "pipeline.completed"

@@ -15,6 +15,7 @@ import pytest
 from tubeless.errors import PipelineExecutionError, RunCancelledError
 from tubeless.pipeline import create_steps, define_pipeline
 from tubeless.schema import validator
+from tubeless.testing import MemoryTraceSink
 
 _GUARD = 30.0
 Wait = Callable[[threading.Event], None]
@@ -592,3 +593,44 @@ def test_steps_run_on_pool_threads_that_are_gone_after_the_run(thread_baseline: 
     define_pipeline(id="pool", steps=steps).run(controls={"max_concurrency": 4})
 
     assert seen == [False] * 4
+
+
+_RUN_BOUND = frozenset({"runId", "attemptId", "timestampMs", "durationMs"})
+
+
+@pytest.mark.parametrize("continue_on_error", [True, False])
+def test_inline_and_pooled_dispatch_send_the_same_records(continue_on_error: bool) -> None:
+    """One step at a time on the calling thread (one slot) or on workers (two slots), a run
+    sends the same records for policy skips, dry runs, failures, bad output and the skips
+    that follow them."""
+    step = create_steps()
+    cached = step(
+        "cached",
+        skip=lambda i, c: {"reason": "cached", "value": "5"},
+        output_schema=validator(int),
+        run=_value(0),
+    )
+    preview = step("preview", depends_on=[cached], dry_run=lambda i, c: i["cached"], run=_value(1))
+    boom = step("boom", depends_on=[preview], run=lambda i, c: 1 / 0)
+    bad = step("bad", optional_depends_on=[boom], output_schema=validator(int), run=_value("x"))
+    after = step("after", depends_on=[bad], run=_value(2))
+    gated = step("gated", optional_depends_on=[after], skip_after_failure_of=[boom], run=_value(3))
+    write = step("write", optional_depends_on=[gated], dry_run="skip", run=_value(4))
+    pipeline = define_pipeline(id="same", steps=[cached, preview, boom, bad, after, gated, write])
+    shapes = []
+    for slots in (1, 2):
+        sink = MemoryTraceSink()
+        controls = {"max_concurrency": slots, "continue_on_error": continue_on_error}
+        pipeline.run(controls={**controls, "dry_run": True}, context={"tracing": sink})
+        shapes.append(
+            [
+                [(key, None if key in _RUN_BOUND else value) for key, value in record.items()]
+                for record in sink.records
+            ]
+        )
+
+    assert shapes[0] == shapes[1]
+    names = [(dict(record)["name"], dict(record).get("stepId")) for record in shapes[0]]
+    assert ("step.skipped", "cached") in names
+    assert ("step.failed", "boom") in names
+    assert (("step.failed", "bad") in names) is continue_on_error

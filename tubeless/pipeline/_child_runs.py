@@ -21,7 +21,7 @@ from tubeless.pipeline._child_progress import (
 )
 from tubeless.pipeline._classify import is_cancellation
 from tubeless.pipeline._controls import RunControls, child_controls, resolve_controls
-from tubeless.pipeline._execute import execute_for_value, execute_run
+from tubeless.pipeline._execute import execute_run
 from tubeless.pipeline._extensions import USAGE_METER, RunExtension
 from tubeless.pipeline._handler_context import (
     ExecutionContext,
@@ -119,8 +119,14 @@ def run_child_value(
     is, this returns that value (`ChildValue`) without building the report; otherwise the
     report, as `run_child_pipeline` gives it.
     """
-    return execute_for_value(
-        pipeline, options, controls, parent=scope_of(context), item_key=item_key, plan=plan
+    return execute_run(
+        pipeline,
+        options,
+        controls,
+        parent=scope_of(context),
+        item_key=item_key,
+        plan=plan,
+        report=False,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -83,11 +84,16 @@ class RunScope:
     thread_pool: concurrent.futures.ThreadPoolExecutor | None = None
     extensions: Extensions = dataclasses.field(default_factory=dict)
     """The values layers above the core carry in this run (`RunExtension` keys)."""
-    _attempts: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+    _attempts: Iterator[int] = dataclasses.field(
+        default_factory=functools.partial(itertools.count, 1)
+    )
 
     def next_attempt_id(self) -> str:
         """Return `<run id>:attempt:<base36 sequence>`; safe from any thread."""
-        return f"{self.run_id}:attempt:{_base36(next(self._attempts))}"
+        number = next(self._attempts)
+        # Nearly every attempt is one of a run's first few.
+        sequence = _DIGITS36[number] if number < 36 else _base36(number)
+        return f"{self.run_id}:attempt:{sequence}"
 
     def trace_context(self) -> dict[str, Any] | None:
         """`{runId, parentRunId, correlationId, itemKey, iteration}` when tracing is on."""
@@ -106,8 +112,6 @@ _DIGITS36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def _base36(number: int) -> str:
-    if 0 < number < 36:
-        return _DIGITS36[number]  # nearly every attempt: a run's first few
     digits = _DIGITS36
     out = ""
     while number:
