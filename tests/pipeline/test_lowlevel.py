@@ -180,30 +180,36 @@ def test_a_lone_step_child_reports_as_the_scheduler_s_loop_would(case: str) -> N
     )
 
 
-@pytest.mark.parametrize("case", ["ok", "raises", "finalizer", "bad result"])
+@pytest.mark.parametrize("case", ["ok", "raises", "finalizer", "bad result", "cancels", "dry run"])
 def test_run_child_value_skips_the_report_only_for_a_completed_lone_step(case: str) -> None:
     """`run_child_value` hands back the value alone exactly when the report would be
-    thrown away: completed, and the step's output is the result as it is, observed or not."""
+    thrown away: completed, and the step's output is the result as it is, observed or not;
+    otherwise the report the scheduler's loop gives."""
     got: list[Any] = []
 
     def call(inputs: Any, context: Any) -> Any:
         child, controls = _lone(case)
         got.append(
-            lowlevel.run_child_value(context, child, {}, controls=controls, plan=child.plan())
+            lowlevel.run_child_value(
+                context, child, {}, controls=controls, plan=child.plan(controls)
+            )
         )
         return None
+
+    def call_through_the_loop(inputs: Any, context: Any) -> Any:
+        child, controls = _lone(case)
+        reported.append(
+            lowlevel.run_child_pipeline(context, child, {}, controls=_through_the_loop(controls))
+        )
 
     _parent(call).run()
     _parent(call).run(None, context={"tracing": MemoryTraceSink()})
     reported: list[PipelineRun] = []
-    _parent(
-        lambda inputs, context: reported.append(
-            lowlevel.run_child_pipeline(context, _lone(case)[0], {}, controls=RunControls())
-        )
-    ).run(None, context={"tracing": MemoryTraceSink()})
-    if case == "ok":
+    _parent(call_through_the_loop).run(None, context={"tracing": MemoryTraceSink()})
+    if case in ("ok", "dry run"):
         assert all(isinstance(value, lowlevel.ChildValue) for value in got)
-        assert [value.value for value in got] == [reported[0].value] * 2 == [{"x": 1}] * 2
+        assert [value.value for value in got] == [reported[0].value] * 2
+        assert reported[0].value == ({"x": 1} if case == "ok" else {"x": 2})
     else:
         assert all(isinstance(run, PipelineRun) for run in got)
         assert [_comparable(run) for run in got] == [_comparable(reported[0])] * 2

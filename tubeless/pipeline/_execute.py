@@ -21,7 +21,7 @@ from tubeless.pipeline._run_result import (
     run_status,
 )
 from tubeless.pipeline._run_scope import observer_for, scope_for_child, scope_for_root
-from tubeless.pipeline._run_step import Attempt, run_step, trace_error
+from tubeless.pipeline._run_step import Attempt, completed_report, run_step, trace_error
 from tubeless.pipeline._schedule import StepScheduler
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 from tubeless.schema import validate_boundary
@@ -220,20 +220,25 @@ class _Run:
         attempt = None if observer is not None else Attempt(scope.next_attempt_id(), self._started)
         outcome = run_step(scope, 0, step, {}, attempt, report=report or not as_is)
         finished = outcome.report
-        if finished is None:
+        if finished is None and observer is None:
             return ChildValue(outcome.output)
         outputs: dict[str, Any] = {}
-        if finished.error is not None:
+        if finished is not None and finished.error is not None:
             self._fail(finished.error, outcome.exception)
         elif as_is and observer is None and not scope.signal.is_set():
             # The finalizer would hand the output back as it is: the run ends with the step.
+            assert finished is not None
             return self._complete((True, outcome.output), (finished,), finished.finished_at_ms)
         else:
             outputs[step.id] = outcome.output
         finalized = self._finalize(outputs)
-        if finalized[0] and as_is and not report and observer is not None:
-            self._emit_completed(observer, (), True, scope.now())
-            return ChildValue(finalized[1])
+        if finished is None:
+            # Observed, for a value: the step's record is sent, its report made only if needed.
+            assert observer is not None
+            if finalized[0]:
+                self._emit_completed(observer, (), True, scope.now())
+                return ChildValue(finalized[1])
+            finished = completed_report(step, outcome)
         return self._complete(finalized, (finished,))
 
     def _plan_payload(self, key: str, build: Callable[[], Any]) -> tuple[Any, bool]:

@@ -50,6 +50,11 @@ class StepOutcome:
     """The exception behind a failed or cancelled step."""
     cancelled_before_start: bool = False
     """The run was cancelled while the step's skip predicate ran: the step did not start."""
+    attempt: Attempt | None = None
+    """The attempt of a step that completed observed with no report asked for (see
+    `run_step`): with `finished_at_ms`, what `completed_report` needs to make it later."""
+    finished_at_ms: int = 0
+    """When that step completed, as its record says."""
 
 
 def run_step(
@@ -66,9 +71,11 @@ def run_step(
 
     `attempt` is given when the caller already began it (a step without a skip predicate);
     otherwise it begins here, after the predicate decided to run. Without `report`, a step
-    that completes unobserved in a run not cancelled hands back its output with no report
-    (`StepOutcome.report` is `None`): its caller wants the value alone and would throw the
-    report away. Safe to call from several worker threads at once.
+    that completes hands back its output with no report (`StepOutcome.report` is `None`)
+    when unobserved in a run not cancelled, or when observed (its record is sent, and
+    `completed_report` makes the report if its caller needs it after all): the caller wants
+    the value alone and would throw the report away. Safe to call from several worker
+    threads at once.
     """
     if attempt is None and step.skip is not None:
         try:
@@ -141,8 +148,19 @@ def _publish(
             value = validate_boundary(step.output_schema, value, boundary)
         except Exception as error:
             return _failed(scope, index, step, error, attempt)
-    if not report and scope.observer is None and not scope.signal.is_set():
-        return StepOutcome(index, None, value)
+    observer = scope.observer
+    if not report and skip is None:
+        assert attempt is not None
+        if observer is None:
+            if not scope.signal.is_set():
+                return StepOutcome(index, None, value)
+        else:
+            finished_at = scope.now()
+            name, payload, fields = terminal_record_of(
+                "completed", step.id, attempt.id, attempt.started_at_ms, finished_at
+            )
+            observer.emit(name, payload, payload_checked=True, at=finished_at, **fields)
+            return StepOutcome(index, None, value, attempt=attempt, finished_at_ms=finished_at)
     finished = StepReport(
         id=step.id,
         status="completed" if skip is None else "skipped",
@@ -156,6 +174,21 @@ def _publish(
     )
     _emit_terminal(scope, finished)
     return StepOutcome(index, finished, value)
+
+
+def completed_report(step: Step, outcome: StepOutcome) -> StepReport:
+    """The report of `step`, which completed as `outcome` says with no report made then."""
+    attempt = outcome.attempt
+    assert attempt is not None
+    return StepReport(
+        id=step.id,
+        status="completed",
+        finished_at_ms=outcome.finished_at_ms,
+        name=step.name,
+        description=step.description,
+        attempt_id=attempt.id,
+        started_at_ms=attempt.started_at_ms,
+    )
 
 
 def _failed(
@@ -201,21 +234,46 @@ _RECORD_NAMES = {
 
 def terminal_record(report: StepReport) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """Return `(name, payload, fields)` of the terminal trace record for `report`."""
-    payload: dict[str, Any] = {"status": report.status}
-    fields: dict[str, Any] = {"stepId": report.id}
-    if report.attempt_id is not None:
-        fields["attemptId"] = report.attempt_id
-    if report.started_at_ms is not None:
-        fields["durationMs"] = report.finished_at_ms - report.started_at_ms
-    if report.status == "skipped":
-        payload["reason"] = report.reason
-        if report.dependency_id is not None:
-            payload["dependencyId"] = report.dependency_id
-        if report.message is not None:
-            payload["message"] = bounded_text(report.message, TRACE_MESSAGE_LIMIT)
-    if report.error is not None:
-        fields["error"] = trace_error(report.error)
-    return _RECORD_NAMES[report.status], payload, fields
+    return terminal_record_of(
+        report.status,
+        report.id,
+        report.attempt_id,
+        report.started_at_ms,
+        report.finished_at_ms,
+        report.reason,
+        report.dependency_id,
+        report.message,
+        report.error,
+    )
+
+
+def terminal_record_of(
+    status: StepStatus,
+    step_id: str,
+    attempt_id: str | None,
+    started_at_ms: int | None,
+    finished_at_ms: int,
+    reason: str | None = None,
+    dependency_id: str | None = None,
+    message: str | None = None,
+    error: Diagnostic | None = None,
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """`terminal_record` of a report with these fields, for a step whose report is not made."""
+    payload: dict[str, Any] = {"status": status}
+    fields: dict[str, Any] = {"stepId": step_id}
+    if attempt_id is not None:
+        fields["attemptId"] = attempt_id
+    if started_at_ms is not None:
+        fields["durationMs"] = finished_at_ms - started_at_ms
+    if status == "skipped":
+        payload["reason"] = reason
+        if dependency_id is not None:
+            payload["dependencyId"] = dependency_id
+        if message is not None:
+            payload["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
+    if error is not None:
+        fields["error"] = trace_error(error)
+    return _RECORD_NAMES[status], payload, fields
 
 
 def trace_error(error: Diagnostic) -> dict[str, Any]:
