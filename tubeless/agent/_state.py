@@ -150,26 +150,43 @@ def _freeze_sequence(
     previous: Any,
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
-    items = list(value)
     # A state that grows returns the previous entries plus a few new ones: keep that head
     # and look only at the tail. The head is the previous sequence's very entries (matched
-    # by identity in C), or else entries whose types say `own_state` made them (checked in
-    # C too); a head with anything else in it takes the item-by-item path.
+    # by identity in C, then copied once with the frozen tail), or else entries whose types
+    # say `own_state` made them (checked in C too); a head with anything else in it takes
+    # the item-by-item path.
     known = len(previous) if type(previous) is OwnedTuple else 0
-    if known and len(items) >= known and all(map(operator.is_, items, previous)):
-        start = known
-    else:
-        start = len(items)
-        while start and type(items[start - 1]) not in _KEPT_OR_NONE:
-            start -= 1
-        if not _KEPT_OR_NONE.issuperset(map(type, itertools.islice(items, start))):
-            start = 0
-    for index in range(start, len(items)):
-        item = items[index]
-        if item is not None and type(item) not in _KEPT:
-            items[index] = _freeze(item, (*path, index), ancestors, sort_keys)
+    if known and len(value) >= known and all(map(operator.is_, value, previous)):
+        tail = _freeze_items(value, known, path, ancestors, sort_keys)
+        ancestors.discard(id(value))
+        return OwnedTuple(previous + tuple(tail))
+    start = len(value)
+    while start and type(value[start - 1]) not in _KEPT_OR_NONE:
+        start -= 1
+    if not _KEPT_OR_NONE.issuperset(map(type, itertools.islice(value, start))):
+        start = 0
+    items = [
+        *itertools.islice(value, start),
+        *_freeze_items(value, start, path, ancestors, sort_keys),
+    ]
     ancestors.discard(id(value))
     return OwnedTuple(items)
+
+
+def _freeze_items(
+    value: list[Any] | tuple[Any, ...],
+    start: int,
+    path: tuple[str | int, ...],
+    ancestors: set[int],
+    sort_keys: bool,
+) -> list[Any]:
+    """`value[start:]` frozen, kept values as they are."""
+    return [
+        item
+        if (item := value[index]) is None or type(item) in _KEPT
+        else _freeze(item, (*path, index), ancestors, sort_keys)
+        for index in range(start, len(value))
+    ]
 
 
 def plain_data_problem(value: Any) -> str | None:
