@@ -543,3 +543,15 @@ def test_a_shorter_or_changed_sequence_is_checked_in_full() -> None:
     assert changed["observations"] == entries
     assert changed["observations"][0] is not entries[0]
     assert changed["observations"][1] is entries[1]
+
+
+def test_the_previous_state_is_followed_into_nested_mappings() -> None:
+    """A grown list inside nested mappings is matched against the list at the same path."""
+    previous = own_state({"memory": {"log": [{"n": 0}, {"n": 1}], "other": [1]}})
+    log = previous["memory"]["log"]
+
+    state = own_state({"memory": {"log": [*log, {"n": [2]}], "other": [*log]}}, previous=previous)
+
+    assert state["memory"]["log"][0] is log[0] and state["memory"]["log"][1] is log[1]
+    assert state["memory"]["log"][2] == {"n": (2,)}
+    assert state["memory"]["other"] == log and state["memory"]["other"][0] is log[0]
