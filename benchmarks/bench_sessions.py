@@ -15,8 +15,9 @@ own, run interleaved in an order that rotates each repetition (medians reported)
 - `threads + shared pool`: the floor of sync harnesses, no harness: each session thread
   sleeps, runs one call itself and submits the other three to one shared pool;
 - `asyncio`: the asyncio floor, `asyncio.sleep` and `asyncio.gather`, no harness;
-- `baseline tubeless` (with `--baseline PATH`): the `tubeless` variant importing the
-  package from another checkout (say, main before a change), measured in the same run;
+- `baseline tubeless` and `baseline tubeless shared pool` (with `--baseline PATH`): the
+  two `tubeless` variants importing the package from another checkout (say, main before
+  a change), measured in the same run;
 - peers (`langgraph`, `pydantic-ai`, `openai-agents`, see `_peers_sessions.py`), when
   `--peers PYTHON` names an interpreter that has them (a separate virtualenv).
 
@@ -192,7 +193,7 @@ def child(variant: str, sessions: int) -> dict[str, float]:
     """In the subprocess: run the variant once, return wall and CPU seconds and calls."""
     if variant in ("tubeless", "baseline tubeless"):
         go = _tubeless(sessions, shared=False)
-    elif variant == "tubeless shared pool":
+    elif variant in ("tubeless shared pool", "baseline tubeless shared pool"):
         go = _tubeless(sessions, shared=True)
     elif variant == "threads + shared pool":
         go = _threads(sessions)
@@ -211,7 +212,7 @@ def _command(variant: str, sessions: int, args: argparse.Namespace) -> tuple[lis
     if variant in PEERS:
         script = HERE / "_peers_sessions.py"
         return [args.peers, str(script), variant, str(sessions)], environment
-    root = args.baseline if variant == "baseline tubeless" else HERE.parent
+    root = args.baseline if variant.startswith("baseline ") else HERE.parent
     environment["PYTHONPATH"] = os.pathsep.join([str(root), str(HERE)])
     return [sys.executable, str(Path(__file__)), "--child", variant, str(sessions)], environment
 
@@ -234,7 +235,7 @@ def measure(plan: Plan, args: argparse.Namespace) -> Figures:
     """Every variant at every S, `plan.repeats` times, interleaved with a rotating order."""
     variants = list(LOCAL)
     if args.baseline is not None:
-        variants.append("baseline tubeless")
+        variants += ["baseline tubeless", "baseline tubeless shared pool"]
     if args.peers is not None:
         variants += PEERS
     figures: Figures = {}

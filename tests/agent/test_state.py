@@ -485,3 +485,73 @@ def test_a_plain_entry_among_owned_ones_is_frozen() -> None:
     assert state[2] == {"n": (1,)} and state[2] is not middle
     assert isinstance(state[2], FrozenDict)
     assert state[3] is previous[2]
+
+
+def test_a_sequence_that_starts_with_the_previous_entries_keeps_them_by_identity() -> None:
+    """Given the previous state, its entries at the head of a grown sequence are reused."""
+    previous = own_state({"observations": [{"n": i} for i in range(5)], "turn": 1})
+    tail = [{"n": [5]}, FrozenDict(n=6)]
+
+    state = own_state(
+        {"observations": [*previous["observations"], *tail], "turn": 2}, previous=previous
+    )
+
+    assert all(
+        new is old
+        for new, old in zip(state["observations"], previous["observations"], strict=False)
+    )
+    assert state["observations"][5:] == ({"n": (5,)}, {"n": 6})
+    assert state["observations"][6] is not tail[1]
+    assert tail[0] == {"n": [5]}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), {1, 2}, object()])
+def test_a_bad_entry_after_the_previous_entries_is_rejected(bad: Any) -> None:
+    """Entries after the reused head are checked as any other state."""
+    previous = own_state({"observations": [{"n": i} for i in range(5)]})
+    grown = {"observations": [*previous["observations"], bad]}
+
+    with pytest.raises(AgentError) as raised:
+        own_state(grown, previous=previous)
+
+    assert raised.value.code == INVALID_STATE
+
+
+def test_an_equal_entry_that_is_another_object_is_not_taken_for_the_previous_one() -> None:
+    """Only the same objects are reused: an equal value of another type keeps its own type."""
+    previous = own_state({"flags": [1, 2.0, {"a": 1}]})
+    mapping = {"a": True}
+
+    state = own_state({"flags": [True, 2, mapping, 3]}, previous=previous)
+
+    assert [type(flag) for flag in state["flags"][:2]] == [bool, int]
+    assert state["flags"][2] == {"a": True} and state["flags"][2] is not previous["flags"][2]
+    assert type(state["flags"][2]["a"]) is bool
+    with pytest.raises(AgentError):
+        own_state({"flags": [*previous["flags"][:1], {1, 2}, 3.0]}, previous=previous)
+
+
+def test_a_shorter_or_changed_sequence_is_checked_in_full() -> None:
+    """A sequence that does not start with all the previous entries is walked as usual."""
+    previous = own_state({"observations": [{"n": i} for i in range(5)]})
+    entries = previous["observations"]
+
+    shorter = own_state({"observations": list(entries[:3])}, previous=previous)
+    changed = own_state({"observations": [{"n": 0}, *entries[1:]]}, previous=previous)
+
+    assert shorter["observations"] == entries[:3]
+    assert changed["observations"] == entries
+    assert changed["observations"][0] is not entries[0]
+    assert changed["observations"][1] is entries[1]
+
+
+def test_the_previous_state_is_followed_into_nested_mappings() -> None:
+    """A grown list inside nested mappings is matched against the list at the same path."""
+    previous = own_state({"memory": {"log": [{"n": 0}, {"n": 1}], "other": [1]}})
+    log = previous["memory"]["log"]
+
+    state = own_state({"memory": {"log": [*log, {"n": [2]}], "other": [*log]}}, previous=previous)
+
+    assert state["memory"]["log"][0] is log[0] and state["memory"]["log"][1] is log[1]
+    assert state["memory"]["log"][2] == {"n": (2,)}
+    assert state["memory"]["other"] == log and state["memory"]["other"][0] is log[0]

@@ -9,13 +9,16 @@ results (`plain_data_problem`).
 What this module makes is marked as owned (`OwnedDict`, `OwnedTuple`) and reused as is
 when it reappears in a later state, so a commit never walks or copies the unchanged parts
 of the previous state again. Other tuples and `FrozenDict`s (an outcome may hold a tool's
-mutable output) are checked like everything else.
+mutable output) are checked like everything else. Given the previous state, a sequence
+that starts with the previous one's very entries (`[*previous, *new]`, the usual way state
+grows) has that head matched by identity and only its tail looked at.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import operator
 from typing import Any
 
 from tubeless._frozen import FrozenDict
@@ -74,11 +77,21 @@ _KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
 _KEPT_OR_NONE = _KEPT | {type(None)}
 """`_KEPT` and the type of `None`: what a sequence's owned head may hold."""
 
+_NOTHING: FrozenDict = FrozenDict()
+"""The previous state's mapping when there is none at that place."""
+
 _FLAT = frozenset({str, int, bool})
 """Scalars that are plain data whatever their value (floats must be finite)."""
 
 
-def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool) -> Any:
+def _freeze(
+    value: Any,
+    path: tuple[str | int, ...],
+    ancestors: set[int],
+    sort_keys: bool,
+    previous: Any = None,
+) -> Any:
+    """Freeze `value`; `previous` is what stood at the same place in the previous state."""
     kind = type(value)
     if value is None or kind in _KEPT:
         return value
@@ -87,9 +100,9 @@ def _freeze(value: Any, path: tuple[str | int, ...], ancestors: set[int], sort_k
             return value
         raise _NotPlainError(f"{value!r} is not a finite number at {_where(path)}")
     if kind is dict or kind is FrozenDict:
-        return _freeze_mapping(value, path, ancestors, sort_keys)
+        return _freeze_mapping(value, path, ancestors, sort_keys, previous)
     if kind is list or kind is tuple:
-        return _freeze_sequence(value, path, ancestors, sort_keys)
+        return _freeze_sequence(value, path, ancestors, sort_keys, previous)
     raise _NotPlainError(f"{type_name(value)} is not plain data at {_where(path)}")
 
 
@@ -104,7 +117,11 @@ def _enter(value: Any, path: tuple[str | int, ...], ancestors: set[int]) -> None
 
 
 def _freeze_mapping(
-    value: dict[Any, Any], path: tuple[str | int, ...], ancestors: set[int], sort_keys: bool
+    value: dict[Any, Any],
+    path: tuple[str | int, ...],
+    ancestors: set[int],
+    sort_keys: bool,
+    previous: Any,
 ) -> FrozenDict:
     _enter(value, path, ancestors)
     keys = list(value)
@@ -113,11 +130,12 @@ def _freeze_mapping(
             raise _NotPlainError(f"{_key_text(key)} is not a string at {_where(path)}")
     if sort_keys:
         keys.sort()
+    prior = previous if type(previous) is OwnedDict else _NOTHING
     # Kept values (most of a state that grows) skip the call and its path tuple.
     items = {
         key: item
         if (item := value[key]) is None or type(item) in _KEPT
-        else _freeze(item, (*path, key), ancestors, sort_keys)
+        else _freeze(item, (*path, key), ancestors, sort_keys, prior.get(key))
         for key in keys
     }
     ancestors.discard(id(value))
@@ -129,32 +147,46 @@ def _freeze_sequence(
     path: tuple[str | int, ...],
     ancestors: set[int],
     sort_keys: bool,
+    previous: Any,
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
-    # A state that grows returns the previous entries plus a few new ones: find the new
-    # tail, check the owned head's types in C (no walk, no Python-level loop) and freeze
-    # only the tail. A head with anything else in it takes the item-by-item path.
-    end = len(value)
-    while end and type(value[end - 1]) not in _KEPT_OR_NONE:
-        end -= 1
-    if _KEPT_OR_NONE.issuperset(map(type, itertools.islice(value, end))):
-        head = list(value[:end])
-        head += [
-            _freeze(value[index], (*path, index), ancestors, sort_keys)
-            for index in range(end, len(value))
-        ]
-        items = OwnedTuple(head)
-    else:
-        items = OwnedTuple(
-            [
-                item
-                if item is None or type(item) in _KEPT
-                else _freeze(item, (*path, index), ancestors, sort_keys)
-                for index, item in enumerate(value)
-            ]
-        )
+    # A state that grows returns the previous entries plus a few new ones: keep that head
+    # and look only at the tail. The head is the previous sequence's very entries (matched
+    # by identity in C, then copied once with the frozen tail), or else entries whose types
+    # say `own_state` made them (checked in C too); a head with anything else in it takes
+    # the item-by-item path.
+    known = len(previous) if type(previous) is OwnedTuple else 0
+    if known and len(value) >= known and all(map(operator.is_, value, previous)):
+        tail = _freeze_items(value, known, path, ancestors, sort_keys)
+        ancestors.discard(id(value))
+        return OwnedTuple(previous + tuple(tail))
+    start = len(value)
+    while start and type(value[start - 1]) not in _KEPT_OR_NONE:
+        start -= 1
+    if not _KEPT_OR_NONE.issuperset(map(type, itertools.islice(value, start))):
+        start = 0
+    items = [
+        *itertools.islice(value, start),
+        *_freeze_items(value, start, path, ancestors, sort_keys),
+    ]
     ancestors.discard(id(value))
-    return items
+    return OwnedTuple(items)
+
+
+def _freeze_items(
+    value: list[Any] | tuple[Any, ...],
+    start: int,
+    path: tuple[str | int, ...],
+    ancestors: set[int],
+    sort_keys: bool,
+) -> list[Any]:
+    """`value[start:]` frozen, kept values as they are."""
+    return [
+        item
+        if (item := value[index]) is None or type(item) in _KEPT
+        else _freeze(item, (*path, index), ancestors, sort_keys)
+        for index in range(start, len(value))
+    ]
 
 
 def plain_data_problem(value: Any) -> str | None:
@@ -176,8 +208,15 @@ def plain_data_problem(value: Any) -> str | None:
     return None
 
 
-def own_state(value: Any) -> Any:
+def own_state(value: Any, *, previous: Any = None) -> Any:
     """Copy and freeze `value` as agent state; the caller's object is never changed.
+
+    Args:
+        value: the state, plain data.
+        previous: the state `value` follows (what `own_state` returned for it), if any.
+            Where a sequence of `value` starts with the very entries (the same objects) of
+            the sequence at the same place in `previous`, those entries are reused without
+            a look, so a state that grows costs a commit what was added, not all it holds.
 
     Raises:
         AgentError: `TUBELESS_AGENT_INVALID_STATE`, naming where the value is not plain
@@ -185,7 +224,7 @@ def own_state(value: Any) -> Any:
             keys and cycles are rejected); the reason is the `__cause__`.
     """
     try:
-        return _freeze(value, (), set(), False)
+        return _freeze(value, (), set(), False, previous)
     except _NotPlainError as reason:
         raise AgentError(
             f"Agent state must be finite primitives, lists and plain dicts: {reason}",

@@ -524,7 +524,7 @@ class ReduceStep:
         raise_if_cancelled(context.signal)
         state = execution.state
         if self._runtime.reduce is not None:
-            state = own_state(self._runtime.reduce(state, outcomes))
+            state = own_state(self._runtime.reduce(state, outcomes), previous=state)
         raise_if_cancelled(context.signal)
         admitted = execution.calls + len(outcomes)
         if observed(context):

@@ -323,6 +323,9 @@ class _Batch:
                         self._arriving -= 1
                     index = next(self._cursor, None) if self._keep_going() else None
                     if index is None:
+                        if busy:  # done: leave the batch in this same hold of the lock
+                            busy = False
+                            self._leave()
                         return
                     self.started += 1
                     self._left -= 1
@@ -341,6 +344,11 @@ class _Batch:
         finally:
             if busy:
                 with self._lock:
-                    self._busy -= 1
-                    if self._idle is not None:
-                        self._idle.notify_all()
+                    self._leave()
+
+    def _leave(self) -> None:
+        """A helper that took items is done (the lock is held): the last one wakes the
+        caller, which waits for all of them, so it wakes once rather than per helper."""
+        self._busy -= 1
+        if not self._busy and self._idle is not None:
+            self._idle.notify()
