@@ -555,3 +555,53 @@ def test_the_previous_state_is_followed_into_nested_mappings() -> None:
     assert state["memory"]["log"][0] is log[0] and state["memory"]["log"][1] is log[1]
     assert state["memory"]["log"][2] == {"n": (2,)}
     assert state["memory"]["other"] == log and state["memory"]["other"][0] is log[0]
+
+
+def test_owned_plus_entries_commits_only_the_new_entries() -> None:
+    """`state[...] + entries` keeps the owned head and freezes (and checks) the tail alone."""
+    previous = own_state({"log": [{"n": 0}, {"n": 1}]})
+    tail = [{"n": [2]}]
+
+    grown = previous["log"] + tail
+    state = own_state({"log": grown})
+
+    assert grown == ({"n": 0}, {"n": 1}, {"n": [2]}) and tail == [{"n": [2]}]
+    assert state["log"][0] is previous["log"][0] and state["log"][1] is previous["log"][1]
+    assert state["log"][2] == {"n": (2,)} and isinstance(state["log"][2], FrozenDict)
+    assert json.loads(json.dumps(state)) == {"log": [{"n": 0}, {"n": 1}, {"n": [2]}]}
+    assert own_state({"log": previous["log"] + ()})["log"] == previous["log"]
+    with pytest.raises(AgentError, match=r"not a finite number at \['log'\]\[2\]") as raised:
+        own_state({"log": previous["log"] + [math.nan]})
+    assert raised.value.code == INVALID_STATE
+    with pytest.raises(TypeError):
+        previous["log"] + 1  # only sequences are added, as to any tuple
+
+
+def test_a_decision_may_list_its_calls_as_owned_plus_entries() -> None:
+    """Calls built as `state[...] + [call]` are a sequence like any other."""
+    call = {"id": "c1", "tool": "echo", "input": {"x": 1}}
+    echo = define_tool(
+        description="echo",
+        input_schema={"type": "object"},
+        output_schema={"type": "object"},
+        run=lambda value, context: value,
+    )
+
+    def decide(state: Any, context: Any) -> Any:
+        if context.turn == 1:
+            return {"kind": "continue", "calls": state["queued"] + [call]}
+        return {"kind": "finish", "result": {"turns": context.turn}}
+
+    agent = define_agent(
+        id="grown-calls",
+        input_schema={"type": "object"},
+        result_schema={"type": "object"},
+        initial_state=lambda options: {"queued": []},
+        decide=decide,
+        tools={"echo": echo},
+        limits={"max_turns": 3, "max_decisions": 3, "max_calls": 1},
+    )
+
+    run = agent.run({})
+
+    assert run.status == "completed" and run.value == {"turns": 2}

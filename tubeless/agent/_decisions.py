@@ -7,7 +7,7 @@ from typing import Any, TypeGuard
 
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote, quote_list, type_name
-from tubeless.agent._state import OwnedDict, OwnedTuple
+from tubeless.agent._state import SEQUENCES, OwnedDict
 from tubeless.errors import AgentError
 
 CALL_ID_LIMIT = 256
@@ -149,7 +149,7 @@ def _envelope(raw: object) -> FinishDecision | list[Any] | tuple[Any, ...]:
     if extra:
         raise _invalid(f"Agent continue decision has unexpected keys: {_keys_text(extra)}")
     calls = raw.get("calls")
-    if type(calls) not in (list, tuple, OwnedTuple) or not calls:
+    if type(calls) not in SEQUENCES or not calls:
         raise _invalid("Agent continue decision requires a non-empty calls list")
     assert isinstance(calls, (list, tuple))
     return calls

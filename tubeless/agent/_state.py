@@ -11,7 +11,8 @@ when it reappears in a later state, so a commit never walks or copies the unchan
 of the previous state again. Other tuples and `FrozenDict`s (an outcome may hold a tool's
 mutable output) are checked like everything else. Given the previous state, a sequence
 that starts with the previous one's very entries (`[*previous, *new]`, the usual way state
-grows) has that head matched by identity and only its tail looked at.
+grows) has that head matched by identity and only its tail looked at; `owned + entries` (a
+`GrownTuple`) needs not even that look.
 """
 
 from __future__ import annotations
@@ -33,9 +34,27 @@ class OwnedDict(FrozenDict):
 
 
 class OwnedTuple(tuple[Any, ...]):
-    """A tuple made by `own_state`: checked plain data, reused without a walk."""
+    """A tuple made by `own_state`: checked plain data, reused without a walk.
+
+    `owned + entries` (a list or tuple) is a `GrownTuple`: a commit knows its head is
+    already checked and looks only at the entries added.
+    """
 
     __slots__ = ()
+
+    def __add__(self, other: Any) -> Any:
+        if type(other) not in SEQUENCES:
+            return NotImplemented
+        grown = GrownTuple(tuple.__add__(self, tuple(other)))
+        grown.head = self
+        return grown
+
+
+class GrownTuple(tuple[Any, ...]):
+    """`owned + entries`: a tuple whose head `own_state` made already."""
+
+    head: OwnedTuple
+    """The owned tuple this one starts with (its entries are checked and frozen)."""
 
 
 PLAIN_DEPTH_LIMIT = 64
@@ -71,6 +90,9 @@ def _key_text(key: object) -> str:
     return f"a key of type {type_name(key)}"
 
 
+SEQUENCES = frozenset({list, tuple, OwnedTuple, GrownTuple})
+"""Sequence types plain data may use (a `GrownTuple` is checked beyond its owned head)."""
+
 _KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
 """Types kept as they are (with `None`): scalars, and what `own_state` made already."""
 
@@ -101,7 +123,7 @@ def _freeze(
         raise _NotPlainError(f"{value!r} is not a finite number at {_where(path)}")
     if kind is dict or kind is FrozenDict:
         return _freeze_mapping(value, path, ancestors, sort_keys, previous)
-    if kind is list or kind is tuple:
+    if kind in SEQUENCES:
         return _freeze_sequence(value, path, ancestors, sort_keys, previous)
     raise _NotPlainError(f"{type_name(value)} is not plain data at {_where(path)}")
 
@@ -150,6 +172,10 @@ def _freeze_sequence(
     previous: Any,
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
+    if type(value) is GrownTuple:  # `owned + new`: only the new entries need a look
+        tail = _freeze_items(value, len(value.head), path, ancestors, sort_keys)
+        ancestors.discard(id(value))
+        return OwnedTuple(value.head + tuple(tail))
     # A state that grows returns the previous entries plus a few new ones: keep that head
     # and look only at the tail. The head is the previous sequence's very entries (matched
     # by identity in C, then copied once with the frozen tail), or else entries whose types
