@@ -1,0 +1,344 @@
+"""The checkpoint document of a durable agent, and the change log that keeps it.
+
+A checkpoint is one JSON document (`format`, `version`, `key`, `id`, `agent`, and
+`decided`, the log of approval decisions given): one node per agent, the root's under
+`agent` and a durable subagent's under the call that started it (`child`). This module
+is the one place that reads the document's shape: `parse_document` checks it (before any
+agent callback runs), the budget helpers sum what it charged.
+
+A store keeps the document as a snapshot and a log of changes appended since
+(`fold_changes` replays them): each change is a JSON array of operations, `["set", path,
+value]` (put `value` at `path`) and `["add", path, items]` (extend the list at `path`,
+made when missing), a path being the keys and list indices from the document's top. A
+state that grows by appending to its lists is logged as `add`s of the new items
+(`state_changes`), so a write costs what changed, not what the state holds.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+import uuid
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from tubeless._quote import quote
+from tubeless.errors import AgentError
+
+CHECKPOINT_FORMAT = "tubeless.agent-checkpoint"
+CHECKPOINT_VERSION = 1
+INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
+Path = tuple[str | int, ...]
+"""Where a value sits in the document: dictionary keys and list indices from the top."""
+
+
+def invalid(problem: str) -> AgentError:
+    """The error of a checkpoint that is corrupt or of another version."""
+    return AgentError(
+        f"Checkpoint is corrupt or of an unknown version: {problem}", code=INVALID_CODE
+    )
+
+
+def fresh_document(key: str) -> dict[str, Any]:
+    """A new execution's document (a fresh execution id, no agent node yet)."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "key": key,
+        "id": uuid.uuid4().hex,
+        "agent": None,
+    }
+
+
+def parse_document(text: str) -> dict[str, Any]:
+    """The checked document in `text`.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID`.
+    """
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise invalid(f"not JSON ({str(error)[:120]})") from None
+    if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+        raise invalid("not a tubeless agent checkpoint")
+    if document.get("version") != CHECKPOINT_VERSION:
+        raise invalid(f"version {quote(document.get('version'))}, expected 1")
+    if type(document.get("id")) is not str or not (
+        document.get("agent") is None or isinstance(document.get("agent"), dict)
+    ):
+        raise invalid("missing execution id or agent node")
+    if document["agent"] is not None:
+        _check_node(document["agent"], "agent")
+    return document
+
+
+_STATUSES = frozenset({"pending", "running", "completed"})
+
+
+def _counter(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _usage_ok(holder: Mapping[str, Any]) -> bool:
+    """Whether the optional `usage` of a `spent` or `consumed` holder is well formed."""
+    usage = holder.get("usage")
+    if usage is None:
+        return True
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    return (
+        isinstance(usage, dict)
+        and all(_counter(usage.get(name)) for name in ("inputTokens", "outputTokens"))
+        and isinstance(cost, (int, float))
+        and not isinstance(cost, bool)
+        and 0 <= cost < float("inf")
+    )
+
+
+def _usage_of(holder: Mapping[str, Any] | None) -> tuple[int, int, Decimal]:
+    """The usage in a `spent` or `consumed` holder (none recorded: zero)."""
+    usage = holder.get("usage") if holder else None
+    if not usage:
+        return 0, 0, Decimal(0)
+    return usage["inputTokens"], usage["outputTokens"], Decimal(repr(usage["cost"]))
+
+
+def add_usage(holder: dict[str, Any], amounts: tuple[int, int, Decimal]) -> None:
+    """Add `amounts` to the usage of a `spent` holder."""
+    if not any(amounts):
+        return
+    now = _usage_of(holder)
+    cost = now[2] + amounts[2]
+    holder["usage"] = {
+        "inputTokens": now[0] + amounts[0],
+        "outputTokens": now[1] + amounts[1],
+        "cost": int(cost) if cost == cost.to_integral_value() else float(cost),
+    }
+
+
+def _check_node(node: Any, where: str) -> None:
+    """Check the shape of a saved node and everything below it, before any callback."""
+    if not isinstance(node, dict) or not isinstance(node.get("spent"), dict):
+        raise invalid(f"{where} has no budget")
+    spent = node["spent"]
+    counters = (spent.get("calls"), spent.get("decisions"), spent.get("repairs", 0))
+    if not all(_counter(value) for value in counters):
+        raise invalid(f"{where} has a malformed budget")
+    if not _usage_ok(spent):
+        raise invalid(f"{where} has a malformed usage")
+    execution = node.get("execution")
+    if execution is not None and not (
+        isinstance(execution, dict)
+        and all(_counter(execution.get(name)) for name in ("turn", "stateVersion", "calls"))
+        and "state" in execution
+        and execution["turn"] >= 1
+    ):
+        raise invalid(f"{where} has a malformed execution")
+    if "failure" in node and not (
+        isinstance(node["failure"], dict)
+        and all(type(node["failure"].get(name)) is str for name in ("code", "message"))
+    ):
+        raise invalid(f"{where} has a malformed failure")
+    turn = node.get("turn", 0)
+    if turn is None:
+        return
+    if not (
+        isinstance(turn, dict)
+        and _counter(turn.get("index"))
+        and turn.get("phase") in ("reserved", "decided")
+        and isinstance(turn.get("calls"), list)
+    ):
+        raise invalid(f"{where} has a malformed turn")
+    if not isinstance(turn.get("rejection", {}), dict):
+        raise invalid(f"{where} has a malformed rejection")
+    for position, entry in enumerate(turn["calls"]):
+        _check_entry(entry, f"{where} call {position}")
+
+
+def _check_entry(entry: Any, where: str) -> None:
+    if not (
+        isinstance(entry, dict)
+        and type(entry.get("id")) is str
+        and type(entry.get("tool")) is str
+        and "input" in entry
+        and entry.get("status") in _STATUSES
+    ):
+        raise invalid(f"{where} is malformed")
+    outcome = entry.get("outcome")
+    if entry["status"] == "completed" and not (
+        isinstance(outcome, dict) and type(outcome.get("ok")) is bool
+    ):
+        raise invalid(f"{where} is completed without an outcome")
+    if "approval" in entry and not isinstance(entry["approval"], dict):
+        raise invalid(f"{where} has a malformed approval")
+    consumed = entry.get("consumed")
+    if consumed is not None and not (
+        isinstance(consumed, dict)
+        and all(_counter(consumed.get(name)) for name in ("calls", "decisions"))
+        and _usage_ok(consumed)
+        and _counter(consumed.get("repairs", 0))
+    ):
+        raise invalid(f"{where} has a malformed budget")
+    if entry.get("child") is not None:
+        _check_node(entry["child"], f"{where} child")
+
+
+def _spent(counts: Mapping[str, Any]) -> tuple[int, int, int]:
+    """`(calls, decisions, repairs)`; `repairs` is absent from checkpoints made before it."""
+    return counts["calls"], counts["decisions"], counts.get("repairs", 0)
+
+
+def node_totals(node: Mapping[str, Any]) -> tuple[int, int, int]:
+    """Calls, decisions and repairs charged to this node's budget: its own and its subtree's."""
+    calls, decisions, repairs = _spent(node["spent"])
+    turn = node.get("turn")
+    for entry in turn["calls"] if turn else ():
+        below = entry_totals(entry)
+        calls += below[0]
+        decisions += below[1]
+        repairs += below[2]
+    return calls, decisions, repairs
+
+
+def node_usage_totals(node: Mapping[str, Any]) -> tuple[int, int, Decimal]:
+    """Usage charged to this node's budget: its own and its subtree's."""
+    total = _usage_of(node["spent"])
+    turn = node.get("turn")
+    for entry in turn["calls"] if turn else ():
+        below = entry_usage(entry)
+        total = (total[0] + below[0], total[1] + below[1], total[2] + below[2])
+    return total
+
+
+def entry_usage(entry: Mapping[str, Any]) -> tuple[int, int, Decimal]:
+    if entry.get("child") is not None:
+        return node_usage_totals(entry["child"])
+    return _usage_of(entry.get("consumed"))
+
+
+def entry_totals(entry: Mapping[str, Any]) -> tuple[int, int, int]:
+    if entry.get("child") is not None:
+        return node_totals(entry["child"])
+    consumed = entry.get("consumed")
+    return _spent(consumed) if consumed else (0, 0, 0)
+
+
+def encode_set(path: Path, value: Any) -> str:
+    """The change that puts `value` at `path` (its JSON written now, as the value is now)."""
+    return f'["set",{_dumps(list(path))},{_dumps(value)}]'
+
+
+def encode_add(path: Path, items: Sequence[Any]) -> str:
+    """The change that extends the list at `path` (made when missing) with `items`."""
+    return f'["add",{_dumps(list(path))},{_dumps(list(items))}]'
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+_DIFF_DEPTH = 32
+
+
+def state_changes(path: Path, old: Any, new: Any, changes: list[str], depth: int = 0) -> None:
+    """Append to `changes` what turns `old` into `new` at `path`.
+
+    Dictionaries are compared key by key and a list that only grew logs its new items,
+    so an accumulating state costs its growth; anything else that differs is set whole.
+    """
+    if old is new:
+        return
+    if depth < _DIFF_DEPTH and isinstance(old, dict) and isinstance(new, dict):
+        if all(name in new for name in old):
+            for name, value in new.items():
+                if name in old:
+                    state_changes((*path, name), old[name], value, changes, depth + 1)
+                else:
+                    changes.append(encode_set((*path, name), value))
+            return
+    elif _sequence(old) and _sequence(new) and len(new) >= len(old):
+        if all(_same(before, after) for before, after in zip(old, new, strict=False)):
+            if len(new) > len(old):
+                changes.append(encode_add(path, new[len(old) :]))
+            return
+    elif type(old) is type(new) and old == new:
+        return
+    changes.append(encode_set(path, new))
+
+
+def _sequence(value: object) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Whether two values save the same (the JSON tells `1` from `True` and `1.0`)."""
+    return before is after or _dumps(before) == _dumps(after)
+
+
+def fold_changes(snapshot: str, changes: Sequence[str]) -> str:
+    """The document text of `snapshot` with `changes` replayed in order.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` when the snapshot is not a JSON
+            object or a change is malformed or does not fit the document.
+    """
+    if not changes:
+        return snapshot
+    try:
+        document = json.loads(snapshot)
+    except (ValueError, RecursionError) as error:
+        raise invalid(f"not JSON ({str(error)[:120]})") from None
+    if not isinstance(document, dict):
+        raise invalid("not a tubeless agent checkpoint")
+    for number, change in enumerate(changes, start=1):
+        try:
+            operations = json.loads(change)
+        except (ValueError, RecursionError):
+            raise invalid(f"change {number} of the log is not JSON") from None
+        if not isinstance(operations, list):
+            raise invalid(f"change {number} of the log is malformed")
+        for operation in operations:
+            _apply(document, operation, number)
+    return _dumps(document)
+
+
+def _apply(document: dict[str, Any], operation: object, number: int) -> None:
+    """Replay one `["set"|"add", path, value]` operation onto `document`."""
+    if not (
+        isinstance(operation, list)
+        and len(operation) == 3
+        and operation[0] in ("set", "add")
+        and isinstance(operation[1], list)
+        and operation[1]
+    ):
+        raise invalid(f"change {number} of the log is malformed")
+    kind, path, value = operation
+    container: Any = document
+    for step in path[:-1]:
+        container = _child(container, step, number)
+    last = path[-1]
+    if kind == "set":
+        fits = _index(last, container) if isinstance(container, list) else type(last) is str
+        if not fits or not isinstance(container, (list, dict)):
+            raise invalid(f"change {number} of the log does not fit the checkpoint")
+        container[last] = value
+        return
+    if not (isinstance(container, dict) and type(last) is str and isinstance(value, list)):
+        raise invalid(f"change {number} of the log does not fit the checkpoint")
+    target = container.setdefault(last, [])
+    if not isinstance(target, list):
+        raise invalid(f"change {number} of the log does not fit the checkpoint")
+    target.extend(value)
+
+
+def _index(step: object, container: list[Any]) -> typing.TypeGuard[int]:
+    return type(step) is int and 0 <= step < len(container)
+
+
+def _child(container: Any, step: object, number: int) -> Any:
+    if isinstance(container, dict) and type(step) is str and step in container:
+        return container[step]
+    if isinstance(container, list) and _index(step, container):
+        return container[step]
+    raise invalid(f"change {number} of the log does not fit the checkpoint (at {quote(str(step))})")
