@@ -38,9 +38,10 @@ from typing import Any
 from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote, type_name
 from tubeless.agent._approvals import APPROVAL_CODES, Approval, decision_record, node_pending
-from tubeless.agent._checkpoint_store import CheckpointStore
+from tubeless.agent._checkpoint_lease import CheckpointStore
 from tubeless.agent._journal_document import (
     INVALID_CODE,
+    ApprovalChoice,
     Path,
     add_usage,
     entry_totals,
@@ -425,13 +426,13 @@ class AgentJournal:
         self.journal.change(mutate, durable=False)
 
     def decide_approvals(
-        self, decisions: Mapping[int, tuple[str, Any, Any]], given: Mapping[int, Approval]
+        self, choices: Mapping[int, ApprovalChoice], given: Mapping[int, Approval]
     ) -> None:
         """Save the decisions on waiting calls, in one write before anything starts.
 
-        `decisions` maps a call index to `(kind, validated input or None, rejected
-        outcome or None)`; `given` to the decision as the person gave it, kept in the
-        checkpoint's log so that giving it again later is recognised (and ignored).
+        `choices` maps a call index to what to save on it; `given` to the decision as the
+        person gave it, kept in the checkpoint's log so that giving it again later is
+        recognised (and ignored).
         """
         turn = self.node["turn"]["index"]
         records = [
@@ -444,26 +445,30 @@ class AgentJournal:
             for index, approval in given.items()
         ]
         saved = {
-            index: (
-                kind,
-                None
-                if value is None
-                else _plain_json(value, f"Agent call {quote(self.entries[index]['id'])} input"),
-                None if outcome is None else _plain_json(outcome, "Agent call outcome"),
+            index: dataclasses.replace(
+                choice,
+                input=None
+                if choice.input is None
+                else _plain_json(
+                    choice.input, f"Agent call {quote(self.entries[index]['id'])} input"
+                ),
+                outcome=None
+                if choice.outcome is None
+                else _plain_json(choice.outcome, "Agent call outcome"),
             )
-            for index, (kind, value, outcome) in decisions.items()
+            for index, choice in choices.items()
         }
 
         def mutate() -> None:
-            for index, (kind, value, outcome) in saved.items():
+            for index, choice in saved.items():
                 entry = self.entries[index]
-                self.put_call(index, "approval", {**entry["approval"], "decision": kind})
-                if value is not None:
+                self.put_call(index, "approval", {**entry["approval"], "decision": choice.kind})
+                if choice.input is not None:
                     self.put_call(index, "proposedInput", entry["input"])
-                    self.put_call(index, "input", value)
-                if outcome is not None:
+                    self.put_call(index, "input", choice.input)
+                if choice.outcome is not None:
                     self.put_call(index, "status", "completed")
-                    self.put_call(index, "outcome", outcome)
+                    self.put_call(index, "outcome", choice.outcome)
             self.journal.document.setdefault("decided", []).extend(records)
             self.journal.record_add(("decided",), records)
 

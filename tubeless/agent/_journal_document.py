@@ -16,12 +16,13 @@ state that grows by appending to its lists is logged as `add`s of the new items
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 import uuid
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from tubeless._quote import quote
 from tubeless.errors import AgentError
@@ -31,6 +32,19 @@ CHECKPOINT_VERSION = 1
 INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
 Path = tuple[str | int, ...]
 """Where a value sits in the document: dictionary keys and list indices from the top."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalChoice:
+    """A decision on a waiting call, as the journal saves it on the call."""
+
+    kind: Literal["approve", "reject", "edit"]
+    """What was decided (saved as the call's `approval.decision`)."""
+    input: Any = None
+    """An edit's validated new input (the call's `input`; the old one becomes
+    `proposedInput`)."""
+    outcome: Any = None
+    """A rejection's recoverable outcome (the call is saved as completed with it)."""
 
 
 def invalid(problem: str) -> AgentError:

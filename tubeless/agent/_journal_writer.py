@@ -35,7 +35,7 @@ from tubeless.agent._store_errors import WRITE_FAILED_CODE, damaged
 from tubeless.errors import AgentError, CheckpointStoreError
 
 if TYPE_CHECKING:
-    from tubeless.agent._checkpoint_store import CheckpointLease
+    from tubeless.agent._checkpoint_lease import CheckpointLease
     from tubeless.agent._journal import Durability
 
 COMPACT_SLACK = 64 * 1024

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
-from tubeless.agent._checkpoint_store import busy_error
+from tubeless.agent._checkpoint_lease import busy_error
 from tubeless.agent._journal import KEY_CODE
 from tubeless.agent._journal_document import fold_changes
 from tubeless.agent._store_errors import WRITE_FAILED_CODE
