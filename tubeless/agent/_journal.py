@@ -44,6 +44,7 @@ from tubeless.agent._journal_document import (
     ApprovalChoice,
     Path,
     add_usage,
+    dumps,
     entry_totals,
     entry_usage,
     invalid,
@@ -155,7 +156,7 @@ class Durability:
 def _plain_json(value: Any, label: str) -> Any:
     """A private JSON copy of `value` for the document; refuse what JSON cannot hold."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False, separators=(",", ":")))
+        return json.loads(dumps(value))
     except (TypeError, ValueError, RecursionError) as error:
         raise AgentError(
             f"{label} is not JSON data, which a durable agent must save: {str(error)[:200]}",

@@ -240,16 +240,17 @@ def entry_totals(entry: Mapping[str, Any]) -> tuple[int, int, int]:
 
 def encode_set(path: Path, value: Any) -> str:
     """The change that puts `value` at `path` (its JSON written now, as the value is now)."""
-    return f'["set",{_dumps(list(path))},{_dumps(value)}]'
+    return dumps(("set", path, value))
 
 
 def encode_add(path: Path, items: Sequence[Any]) -> str:
     """The change that extends the list at `path` (made when missing) with `items`."""
-    return f'["add",{_dumps(list(path))},{_dumps(list(items))}]'
+    return dumps(("add", path, items))
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+"""Compact JSON of a document value (one encoder: `json.dumps` with options makes one per
+call)."""
 
 
 _DIFF_DEPTH = 32
@@ -287,7 +288,7 @@ def _sequence(value: object) -> bool:
 
 def _same(before: Any, after: Any) -> bool:
     """Whether two values save the same (the JSON tells `1` from `True` and `1.0`)."""
-    return before is after or _dumps(before) == _dumps(after)
+    return before is after or dumps(before) == dumps(after)
 
 
 def fold_changes(snapshot: str, changes: Sequence[str]) -> str:
@@ -314,7 +315,7 @@ def fold_changes(snapshot: str, changes: Sequence[str]) -> str:
             raise invalid(f"change {number} of the log is malformed")
         for operation in operations:
             _apply(document, operation, number)
-    return _dumps(document)
+    return dumps(document)
 
 
 def _apply(document: dict[str, Any], operation: object, number: int) -> None:
@@ -356,3 +357,130 @@ def _child(container: Any, step: object, number: int) -> Any:
     if isinstance(container, list) and _index(step, container):
         return container[step]
     raise invalid(f"change {number} of the log does not fit the checkpoint (at {quote(str(step))})")
+
+
+# -- reading the calls and decisions of a checkpoint (for approvals) --------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SavedCall:
+    """A call of an agent's current turn, as the checkpoint holds it."""
+
+    agent: str
+    """The agent path of the node the call belongs to."""
+    turn: int
+    """The node's current turn."""
+    id: str
+    """The call id the decision gave."""
+    tool: str
+    """The tool's name."""
+    input: Any
+    """The prepared input (an edit's validated input once edited)."""
+    status: str
+    """`pending`, `running` or `completed`."""
+    needs_approval: bool
+    """Whether the call was admitted waiting for a person."""
+    agent_run_id: str
+    """The agent run that last stopped for it (waiting calls; else empty)."""
+    decision: str | None
+    """The kind of the decision recorded on it (`approve`, `reject`, `edit`), if any."""
+    child: Mapping[str, Any] | None
+    """The node of the durable subagent the call started, if any."""
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the call waits for a decision (admitted, none recorded yet)."""
+        return self.needs_approval and self.decision is None and self.status == "pending"
+
+    @property
+    def child_path(self) -> str:
+        """The agent path of the subagent the call started."""
+        return f"{self.agent}/{self.turn}/{self.id}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionRecord:
+    """A decision kept in the checkpoint's log (`decided`) of every decision given."""
+
+    call: str
+    """The call id it decided."""
+    kind: str
+    """`approve`, `reject` or `edit`."""
+    message: Any = None
+    """A rejection's message."""
+    input: Any = None
+    """An edit's input, as the person gave it."""
+    legacy: bool = False
+    """Read from the call itself (a checkpoint saved before the log existed keeps only the
+    decision's kind)."""
+
+
+def waiting(entry: Mapping[str, Any]) -> bool:
+    """Whether a journaled call waits for a decision (admitted, none recorded yet)."""
+    approval = entry.get("approval")
+    return (
+        isinstance(approval, dict) and "decision" not in approval and entry["status"] == "pending"
+    )
+
+
+def node_calls(node: Mapping[str, Any], path: str) -> list[SavedCall]:
+    """The calls of `node`'s current turn (`path`: its agent path)."""
+    turn: Any = node.get("turn")
+    found = []
+    for entry in turn["calls"] if turn else ():
+        approval = entry.get("approval")
+        approval = approval if isinstance(approval, dict) else None
+        found.append(
+            SavedCall(
+                agent=path,
+                turn=turn["index"],
+                id=entry["id"],
+                tool=entry["tool"],
+                input=entry["input"],
+                status=entry["status"],
+                needs_approval=approval is not None,
+                agent_run_id="" if approval is None else str(approval.get("agentRunId", "")),
+                decision=str(approval["decision"])
+                if approval is not None and "decision" in approval
+                else None,
+                child=entry.get("child"),
+            )
+        )
+    return found
+
+
+def tree_calls(node: Mapping[str, Any], path: str) -> list[SavedCall]:
+    """The calls of `node` and of every subagent node below it, each node's before its
+    subagents'."""
+    own = node_calls(node, path)
+    found = list(own)
+    for call in own:
+        if call.child is not None:
+            found += tree_calls(call.child, call.child_path)
+    return found
+
+
+def root_of(document: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
+    """The root agent node and its path, or `None` before the execution started."""
+    root = document.get("agent")
+    return (root, str(root.get("agent", ""))) if isinstance(root, dict) else None
+
+
+def finished(node: Mapping[str, Any]) -> bool:
+    """Whether an agent node saved its result or a terminal failure."""
+    return "result" in node or "failure" in node
+
+
+def decision_log(document: Mapping[str, Any], call_id: str) -> list[DecisionRecord]:
+    """The logged decisions of calls with this id, oldest first."""
+    log = document.get("decided")
+    return [
+        DecisionRecord(
+            call=call_id,
+            kind=str(record.get("kind")),
+            message=record.get("message"),
+            input=record.get("input"),
+        )
+        for record in (log if isinstance(log, list) else ())
+        if isinstance(record, dict) and record.get("call") == call_id
+    ]

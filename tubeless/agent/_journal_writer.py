@@ -17,7 +17,6 @@ logged), and so is every write to a lease without `append`.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from tubeless.agent._approvals import Approval
 from tubeless.agent._journal_document import (
     INVALID_CODE,
     Path,
+    dumps,
     encode_add,
     encode_set,
     fresh_document,
@@ -166,7 +166,7 @@ class Journal:
             size = sum(len(change) for change in changes) + len(changes) + 1
             if self._logged + size <= 2 * self._snapshot_size + COMPACT_SLACK:
                 return "[" + ",".join(changes) + "]", False
-        return json.dumps(self.document, separators=(",", ":"), allow_nan=False), True
+        return dumps(self.document), True
 
     def _sync(self, mine: int) -> None:
         """Wait (holding `_changed`) until change `mine` is durable, writing if no one is."""

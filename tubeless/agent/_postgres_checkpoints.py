@@ -28,7 +28,7 @@ from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.agent._checkpoint_lease import busy_error
 from tubeless.agent._journal import KEY_CODE
-from tubeless.agent._journal_document import fold_changes
+from tubeless.agent._journal_document import finished, fold_changes, root_of
 from tubeless.agent._store_errors import WRITE_FAILED_CODE
 from tubeless.errors import AgentDefinitionError, AgentError, CheckpointStoreError
 
@@ -140,10 +140,11 @@ def _folded(row: tuple[object, ...]) -> str:
 def _finished(row: tuple[object, ...]) -> bool:
     """Whether a checkpoint's root agent saved a result or a terminal failure."""
     try:
-        agent = json.loads(_folded(row))["agent"] if row[0] is not None else None
-    except (ValueError, TypeError, KeyError, RecursionError, AgentError):
+        document = json.loads(_folded(row)) if row[0] is not None else None
+        root = root_of(document) if isinstance(document, dict) else None
+    except (ValueError, RecursionError, AgentError):
         return False  # a corrupt checkpoint is listed: someone must look at it
-    return isinstance(agent, dict) and ("result" in agent or "failure" in agent)
+    return root is not None and finished(root[0])
 
 
 @typing.final

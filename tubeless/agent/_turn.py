@@ -16,7 +16,6 @@ from tubeless.agent._approvals import (
     MISSING_CODE,
     needs_approval,
     rejected_outcome,
-    waiting,
 )
 from tubeless.agent._budget import Budget
 from tubeless.agent._cassette import Tape
@@ -24,7 +23,7 @@ from tubeless.agent._deadline import AttemptThreads
 from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, prepare_child_options
 from tubeless.agent._journal import AgentJournal, Durability
-from tubeless.agent._journal_document import ApprovalChoice
+from tubeless.agent._journal_document import ApprovalChoice, waiting
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._prepare import BatchPreparer, PreparedCall, prepare_result
 from tubeless.agent._repairs import (
