@@ -19,7 +19,7 @@ import pytest
 
 import tubeless
 from tubeless import Durability, SqliteCheckpointStore, define_agent, define_tool
-from tubeless.agent._journal_document import fold_changes, state_changes
+from tubeless.agent._journal_changes import fold_changes, state_changes
 from tubeless.agent._journal_writer import COMPACT_SLACK
 from tubeless.errors import AgentError, CheckpointStoreError
 from tubeless.pipeline import Pipeline, PipelineRun

@@ -22,8 +22,9 @@ from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import DELEGATION, AgentFacts, Delegation, PipelineToolSpec
-from tubeless.agent._journal import AgentJournal, Durability, NodeIdentity
-from tubeless.agent._journal_document import root_of, tree_calls
+from tubeless.agent._durability import Durability
+from tubeless.agent._journal import AgentJournal
+from tubeless.agent._journal_document import NodeIdentity, root_of, tree_calls
 from tubeless.agent._journal_writer import Journal
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._pipeline_tool import pipeline_tool_pipeline

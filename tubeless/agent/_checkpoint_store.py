@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.agent._checkpoint_lease import busy_error
-from tubeless.agent._journal_document import fold_changes
+from tubeless.agent._journal_changes import fold_changes
 from tubeless.agent._store_errors import (
     WRITE_FAILED_CODE,
     damaged,

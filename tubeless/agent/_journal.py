@@ -30,41 +30,38 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from tubeless._frozen import FrozenDict, freeze_json, thaw
-from tubeless._quote import quote, type_name
+from tubeless._quote import quote
 from tubeless.agent._approvals import APPROVAL_CODES, Approval, decision_record, node_pending
-from tubeless.agent._checkpoint_lease import CheckpointStore
+from tubeless.agent._durability import KEY_CODE
+from tubeless.agent._journal_changes import dumps, state_changes
 from tubeless.agent._journal_document import (
     INVALID_CODE,
+    MISMATCH_CODE,
     ApprovalChoice,
+    NodeIdentity,
     Path,
     add_usage,
-    dumps,
+    check_identity,
     entry_totals,
     entry_usage,
-    invalid,
+    new_node,
     node_totals,
     node_usage_totals,
-    state_changes,
 )
 from tubeless.agent._journal_writer import Journal
 from tubeless.agent._store_errors import READ_FAILED_CODE, WRITE_FAILED_CODE
 from tubeless.errors import (
-    AgentDefinitionError,
     AgentError,
     PendingApproval,
     PipelineExecutionError,
     TubelessError,
 )
 
-KEY_LIMIT = 4096
-KEY_CODE = "TUBELESS_AGENT_INVALID_CHECKPOINT_KEY"
-MISMATCH_CODE = "TUBELESS_AGENT_CHECKPOINT_MISMATCH"
 INTERRUPTED_CODE = "TUBELESS_AGENT_CALL_INTERRUPTED"
 INTERRUPTED_MESSAGE = "The call may have partially run; inspect its effects before retrying"
 _UNSAVED_CODES = (
@@ -93,66 +90,6 @@ class ExecutionIds:
     """The call id the decision gave."""
 
 
-def check_key(key: object) -> str:
-    """Return `key` when it is a nonblank string of at most 4096 characters.
-
-    Raises:
-        AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY`.
-    """
-    if type(key) is not str or not key.strip() or len(key) > KEY_LIMIT:
-        raise AgentError(
-            f"Checkpoint key must be a nonblank string of at most {KEY_LIMIT} characters, "
-            f"got {quote(key) if type(key) is str else type_name(key)}",
-            code=KEY_CODE,
-        )
-    return key
-
-
-@typing.final
-class Durability:
-    """Make an agent durable: `define_agent(..., durability=Durability(store=, key=))`.
-
-    Args:
-        store: a checkpoint store (`SqliteCheckpointStore`, `MemoryCheckpointStore`, or
-            anything with `acquire(key) -> lease`).
-        key: the execution key, or `key(validated_options) -> str`; nonblank, at most 4096
-            characters. Running again with the same key resumes the execution. A run's
-            context `execution_key` (the CLI's `--execution-key`) takes its place.
-
-    A durable agent called as a subagent of a durable agent ignores its own store and key:
-    it joins the parent's journal, below the call that started it.
-
-    Raises:
-        AgentDefinitionError: when `store` has no `acquire`.
-        AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY` for a bad literal key.
-    """
-
-    __slots__ = ("key", "store")
-
-    def __init__(self, *, store: CheckpointStore, key: str | Callable[[Any], str]) -> None:
-        if not callable(getattr(store, "acquire", None)):
-            raise AgentDefinitionError(
-                f"Durability store must have acquire(key), got {type_name(store)}"
-            )
-        if not callable(key):
-            check_key(key)
-        self.store = store
-        self.key = key
-
-    def key_for(self, options: Any, given: str | None = None) -> str:
-        """The execution key: `given` (a run's `execution_key`) or this one's.
-
-        Raises:
-            AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY`.
-        """
-        if given is not None:
-            return check_key(given)
-        return check_key(self.key(options) if callable(self.key) else self.key)
-
-    def __repr__(self) -> str:
-        return f"Durability(store={self.store!r})"
-
-
 def _plain_json(value: Any, label: str) -> Any:
     """A private JSON copy of `value` for the document; refuse what JSON cannot hold."""
     try:
@@ -162,26 +99,6 @@ def _plain_json(value: Any, label: str) -> Any:
             f"{label} is not JSON data, which a durable agent must save: {str(error)[:200]}",
             code="TUBELESS_AGENT_INVALID_STATE",
         ) from None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeIdentity:
-    """What a saved node must match: definition, options, limits and tool kinds."""
-
-    agent: str
-    definition_id: str
-    options: str
-    limits: Mapping[str, int | float]
-    tools: Mapping[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "definitionId": self.definition_id,
-            "options": self.options,
-            "limits": dict(self.limits),
-            "tools": dict(self.tools),
-        }
 
 
 class CallSlot:
@@ -202,40 +119,13 @@ class CallSlot:
         path = (*owner.path, "turn", "calls", self.index, "child")
         if entry.get("child") is None:
             owner.journal.change(
-                lambda: owner.put_call(self.index, "child", _new_node(identity)), durable=False
+                lambda: owner.put_call(self.index, "child", new_node(identity)), durable=False
             )
         node = entry["child"]
         check_identity(node, identity)
         turn = owner.node["turn"]["index"]
         agent_path = f"{owner.agent_path}/{turn}/{entry['id']}"
         return AgentJournal(owner.journal, node, agent_path, path)
-
-
-def _new_node(identity: NodeIdentity) -> dict[str, Any]:
-    return {
-        **identity.to_dict(),
-        "spent": {"calls": 0, "decisions": 0},
-        "execution": None,
-        "turn": None,
-    }
-
-
-def check_identity(node: Mapping[str, Any], identity: NodeIdentity) -> None:
-    """Refuse a saved node made by another definition, options, limits or tools.
-
-    Raises:
-        AgentError: `TUBELESS_AGENT_CHECKPOINT_MISMATCH`, naming what differs.
-        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a node missing its fields.
-    """
-    if not isinstance(node.get("spent"), dict) or "turn" not in node:
-        raise invalid("agent node without its budget or turn")
-    for field, value in identity.to_dict().items():
-        if node.get(field) != value:
-            raise AgentError(
-                f"Checkpoint of agent {quote(identity.agent)} has another {field}; use a "
-                "new execution key",
-                code=MISMATCH_CODE,
-            )
 
 
 class AgentJournal:
@@ -273,7 +163,7 @@ class AgentJournal:
         document = journal.document
         if document["agent"] is None:
             # not logged: nothing is saved yet, and a run's first write saves it whole
-            document["agent"] = _new_node(identity)
+            document["agent"] = new_node(identity)
         check_identity(document["agent"], identity)
         return cls(journal, document["agent"], identity.agent)
 

@@ -1,26 +1,21 @@
-"""The checkpoint document of a durable agent, and the change log that keeps it.
+"""The checkpoint document of a durable agent: its shape, its checks, and typed reads of it.
 
 A checkpoint is one JSON document (`format`, `version`, `key`, `id`, `agent`, and
 `decided`, the log of approval decisions given): one node per agent, the root's under
-`agent` and a durable subagent's under the call that started it (`child`). This module
-is the one place that reads the document's shape: `parse_document` checks it (before any
-agent callback runs), the budget helpers sum what it charged.
+`agent` and a durable subagent's under the call that started it (`child`).
+`parse_document` checks it before any agent callback runs; `check_identity` refuses a
+node of another definition; the budget helpers sum what a node charged; `SavedCall`,
+`DecisionRecord` and `ApprovalChoice` are the typed forms approvals read and write.
 
-A store keeps the document as a snapshot and a log of changes appended since
-(`fold_changes` replays them): each change is a JSON array of operations, `["set", path,
-value]` (put `value` at `path`) and `["add", path, items]` (extend the list at `path`,
-made when missing), a path being the keys and list indices from the document's top. A
-state that grows by appending to its lists is logged as `add`s of the new items
-(`state_changes`), so a write costs what changed, not what the state holds.
+The change log a store keeps beside a snapshot is `_journal_changes`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import typing
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -30,6 +25,7 @@ from tubeless.errors import AgentError
 CHECKPOINT_FORMAT = "tubeless.agent-checkpoint"
 CHECKPOINT_VERSION = 1
 INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
+MISMATCH_CODE = "TUBELESS_AGENT_CHECKPOINT_MISMATCH"
 Path = tuple[str | int, ...]
 """Where a value sits in the document: dictionary keys and list indices from the top."""
 
@@ -238,125 +234,52 @@ def entry_totals(entry: Mapping[str, Any]) -> tuple[int, int, int]:
     return _spent(consumed) if consumed else (0, 0, 0)
 
 
-def encode_set(path: Path, value: Any) -> str:
-    """The change that puts `value` at `path` (its JSON written now, as the value is now)."""
-    return dumps(("set", path, value))
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """What a saved node must match: definition, options, limits and tool kinds."""
+
+    agent: str
+    definition_id: str
+    options: str
+    limits: Mapping[str, int | float]
+    tools: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "definitionId": self.definition_id,
+            "options": self.options,
+            "limits": dict(self.limits),
+            "tools": dict(self.tools),
+        }
 
 
-def encode_add(path: Path, items: Sequence[Any]) -> str:
-    """The change that extends the list at `path` (made when missing) with `items`."""
-    return dumps(("add", path, items))
+def new_node(identity: NodeIdentity) -> dict[str, Any]:
+    """A new agent node of `identity`: nothing spent, no state, no turn."""
+    return {
+        **identity.to_dict(),
+        "spent": {"calls": 0, "decisions": 0},
+        "execution": None,
+        "turn": None,
+    }
 
 
-dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-"""Compact JSON of a document value (one encoder: `json.dumps` with options makes one per
-call)."""
-
-
-_DIFF_DEPTH = 32
-
-
-def state_changes(path: Path, old: Any, new: Any, changes: list[str], depth: int = 0) -> None:
-    """Append to `changes` what turns `old` into `new` at `path`.
-
-    Dictionaries are compared key by key and a list that only grew logs its new items,
-    so an accumulating state costs its growth; anything else that differs is set whole.
-    """
-    if old is new:
-        return
-    if depth < _DIFF_DEPTH and isinstance(old, dict) and isinstance(new, dict):
-        if all(name in new for name in old):
-            for name, value in new.items():
-                if name in old:
-                    state_changes((*path, name), old[name], value, changes, depth + 1)
-                else:
-                    changes.append(encode_set((*path, name), value))
-            return
-    elif _sequence(old) and _sequence(new) and len(new) >= len(old):
-        if all(_same(before, after) for before, after in zip(old, new, strict=False)):
-            if len(new) > len(old):
-                changes.append(encode_add(path, new[len(old) :]))
-            return
-    elif type(old) is type(new) and old == new:
-        return
-    changes.append(encode_set(path, new))
-
-
-def _sequence(value: object) -> bool:
-    return isinstance(value, (list, tuple))
-
-
-def _same(before: Any, after: Any) -> bool:
-    """Whether two values save the same (the JSON tells `1` from `True` and `1.0`)."""
-    return before is after or dumps(before) == dumps(after)
-
-
-def fold_changes(snapshot: str, changes: Sequence[str]) -> str:
-    """The document text of `snapshot` with `changes` replayed in order.
+def check_identity(node: Mapping[str, Any], identity: NodeIdentity) -> None:
+    """Refuse a saved node made by another definition, options, limits or tools.
 
     Raises:
-        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` when the snapshot is not a JSON
-            object or a change is malformed or does not fit the document.
+        AgentError: `TUBELESS_AGENT_CHECKPOINT_MISMATCH`, naming what differs.
+        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a node missing its fields.
     """
-    if not changes:
-        return snapshot
-    try:
-        document = json.loads(snapshot)
-    except (ValueError, RecursionError) as error:
-        raise invalid(f"not JSON ({str(error)[:120]})") from None
-    if not isinstance(document, dict):
-        raise invalid("not a tubeless agent checkpoint")
-    for number, change in enumerate(changes, start=1):
-        try:
-            operations = json.loads(change)
-        except (ValueError, RecursionError):
-            raise invalid(f"change {number} of the log is not JSON") from None
-        if not isinstance(operations, list):
-            raise invalid(f"change {number} of the log is malformed")
-        for operation in operations:
-            _apply(document, operation, number)
-    return dumps(document)
-
-
-def _apply(document: dict[str, Any], operation: object, number: int) -> None:
-    """Replay one `["set"|"add", path, value]` operation onto `document`."""
-    if not (
-        isinstance(operation, list)
-        and len(operation) == 3
-        and operation[0] in ("set", "add")
-        and isinstance(operation[1], list)
-        and operation[1]
-    ):
-        raise invalid(f"change {number} of the log is malformed")
-    kind, path, value = operation
-    container: Any = document
-    for step in path[:-1]:
-        container = _child(container, step, number)
-    last = path[-1]
-    if kind == "set":
-        fits = _index(last, container) if isinstance(container, list) else type(last) is str
-        if not fits or not isinstance(container, (list, dict)):
-            raise invalid(f"change {number} of the log does not fit the checkpoint")
-        container[last] = value
-        return
-    if not (isinstance(container, dict) and type(last) is str and isinstance(value, list)):
-        raise invalid(f"change {number} of the log does not fit the checkpoint")
-    target = container.setdefault(last, [])
-    if not isinstance(target, list):
-        raise invalid(f"change {number} of the log does not fit the checkpoint")
-    target.extend(value)
-
-
-def _index(step: object, container: list[Any]) -> typing.TypeGuard[int]:
-    return type(step) is int and 0 <= step < len(container)
-
-
-def _child(container: Any, step: object, number: int) -> Any:
-    if isinstance(container, dict) and type(step) is str and step in container:
-        return container[step]
-    if isinstance(container, list) and _index(step, container):
-        return container[step]
-    raise invalid(f"change {number} of the log does not fit the checkpoint (at {quote(str(step))})")
+    if not isinstance(node.get("spent"), dict) or "turn" not in node:
+        raise invalid("agent node without its budget or turn")
+    for field, value in identity.to_dict().items():
+        if node.get(field) != value:
+            raise AgentError(
+                f"Checkpoint of agent {quote(identity.agent)} has another {field}; use a "
+                "new execution key",
+                code=MISMATCH_CODE,
+            )
 
 
 # -- reading the calls and decisions of a checkpoint (for approvals) --------------------

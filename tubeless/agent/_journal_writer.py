@@ -22,12 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tubeless.agent._approvals import Approval
+from tubeless.agent._journal_changes import dumps, encode_add, encode_set
 from tubeless.agent._journal_document import (
     INVALID_CODE,
     Path,
-    dumps,
-    encode_add,
-    encode_set,
     fresh_document,
     parse_document,
 )
@@ -36,7 +34,7 @@ from tubeless.errors import AgentError, CheckpointStoreError
 
 if TYPE_CHECKING:
     from tubeless.agent._checkpoint_lease import CheckpointLease
-    from tubeless.agent._journal import Durability
+    from tubeless.agent._durability import Durability
 
 COMPACT_SLACK = 64 * 1024
 """Bytes of change log always allowed before a snapshot, so small documents are not

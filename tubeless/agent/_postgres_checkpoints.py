@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.agent._checkpoint_lease import busy_error
-from tubeless.agent._journal import KEY_CODE
-from tubeless.agent._journal_document import finished, fold_changes, root_of
+from tubeless.agent._durability import KEY_CODE
+from tubeless.agent._journal_changes import fold_changes
+from tubeless.agent._journal_document import finished, root_of
 from tubeless.agent._store_errors import WRITE_FAILED_CODE
 from tubeless.errors import AgentDefinitionError, AgentError, CheckpointStoreError
 

@@ -22,7 +22,8 @@ from tubeless.agent._cassette import Tape
 from tubeless.agent._deadline import AttemptThreads
 from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, prepare_child_options
-from tubeless.agent._journal import AgentJournal, Durability
+from tubeless.agent._durability import Durability
+from tubeless.agent._journal import AgentJournal
 from tubeless.agent._journal_document import ApprovalChoice, waiting
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._prepare import BatchPreparer, PreparedCall, prepare_result

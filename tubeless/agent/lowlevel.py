@@ -21,7 +21,7 @@ What it promises, for as long as a name is listed here:
   outside this package: `tubeless.testing.MemoryCheckpointStore`).
 """
 
-from tubeless.agent._journal_document import fold_changes
+from tubeless.agent._journal_changes import fold_changes
 from tubeless.agent._limits import check_seconds
 from tubeless.agent._tools import source_tool
 
