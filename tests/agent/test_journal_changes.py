@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import random
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,10 @@ from tubeless.agent._journal_writer import COMPACT_SLACK
 from tubeless.errors import AgentError, CheckpointStoreError
 from tubeless.pipeline import Pipeline, PipelineRun
 from tubeless.testing import MemoryCheckpointStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import journal_growth_agent
 
 KEY = "job-1"
 INVALID = "TUBELESS_AGENT_CHECKPOINT_INVALID"
@@ -362,3 +372,56 @@ def test_a_durable_agent_on_postgres_saves_what_the_whole_journal_saves(postgres
     for each in (store, whole_store):
         run_to_the_end(each, approval=True)
     assert document(store.read(KEY)) == document(whole_store.checkpoint(KEY))
+
+
+# -- killed at any moment ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_run_killed_again_and_again_resumes_from_snapshots_and_logs(tmp_path: Path) -> None:
+    """SIGKILLed at arbitrary moments (appends and snapshot folds alike), each resume reads
+    an intact checkpoint: the run ends with every turn's outcomes, no unsafe call ran
+    twice, and the log stays within the compaction bound."""
+    store, effects = tmp_path / "checkpoints.db", tmp_path / "effects.txt"
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    script = str(Path(__file__).parent / "journal_growth_agent.py")
+    chance = random.Random(7)
+    kills = 0
+    for _ in range(8):
+        done = len(effects.read_text("utf-8").splitlines()) if effects.exists() else 0
+        target = done + chance.randint(1, 8)
+        worker = subprocess.Popen(
+            [sys.executable, script, str(store), str(effects)],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120  # a guard against a hung worker, not a timing
+        while worker.poll() is None and time.monotonic() < deadline:
+            if effects.exists() and len(effects.read_text("utf-8").splitlines()) >= target:
+                break
+            time.sleep(0.002)
+        time.sleep(chance.uniform(0, 0.03))  # somewhere in the writes that follow
+        if worker.poll() is not None:
+            break
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        kills += 1
+    assert kills >= 2
+    assert effects.read_text("utf-8")  # the killed workers got somewhere
+    run = journal_growth_agent.build(str(store), str(effects)).run({})
+    assert run.status == "completed", run.errors
+    turns, calls = journal_growth_agent.TURNS, journal_growth_agent.CALLS
+    assert run.value == turns * calls
+    lines = effects.read_text("utf-8").splitlines()
+    assert len(lines) == len(set(lines))  # an unsafe call never runs twice
+    saved = json.loads(SqliteCheckpointStore(store).read("growth") or "")
+    seen = saved["agent"]["execution"]["state"]["seen"]
+    assert [(o["id"]) for o in seen] == [f"c{i}" for _ in range(turns) for i in range(calls)]
+    for outcome in seen:
+        assert outcome["ok"] or outcome["error"]["code"] == "TUBELESS_AGENT_CALL_INTERRUPTED"
+    with contextlib.closing(sqlite3.connect(store)) as connection:
+        snapshot = connection.execute("SELECT length(checkpoint) FROM agent_checkpoints").fetchone()
+        logged = connection.execute(
+            "SELECT coalesce(sum(length(change)), 0) FROM agent_checkpoint_changes"
+        ).fetchone()
+    assert logged[0] <= 2 * snapshot[0] + COMPACT_SLACK
