@@ -26,7 +26,7 @@ import pytest
 import tubeless
 from tubeless import Durability, SqliteCheckpointStore, define_agent, define_tool
 from tubeless.agent._journal_changes import fold_changes, state_changes
-from tubeless.agent._journal_writer import COMPACT_SLACK
+from tubeless.agent._journal_writer import COMPACT_SLACK, Journal
 from tubeless.errors import AgentError, CheckpointStoreError
 from tubeless.pipeline import Pipeline, PipelineRun
 from tubeless.testing import MemoryCheckpointStore
@@ -425,3 +425,37 @@ def test_a_run_killed_again_and_again_resumes_from_snapshots_and_logs(tmp_path: 
             "SELECT coalesce(sum(length(change)), 0) FROM agent_checkpoint_changes"
         ).fetchone()
     assert logged[0] <= 2 * snapshot[0] + COMPACT_SLACK
+
+
+def test_the_writer_saves_a_snapshot_first_and_folds_the_log_when_it_outgrows_it(
+    tmp_path: Path,
+) -> None:
+    """The first write is a snapshot, later ones appends; a log past twice its snapshot
+    (plus the slack) becomes a new snapshot, and the file always reads as the document."""
+    path = tmp_path / "checkpoints.db"
+    lease = SqliteCheckpointStore(path).acquire(KEY)
+    journal = Journal(lease, {"log": []}, str(path), KEY)
+    item = "x" * 1500
+
+    def grow() -> None:
+        journal.document["log"].append(item)
+        journal.record_add(("log",), [item])
+
+    reader = sqlite3.connect(path)
+    try:
+        for number in range(1, 201):
+            journal.change(grow)
+            assert journal.writes == number
+            assert lease.read() == json.dumps(journal.document, separators=(",", ":"))
+            snapshot = reader.execute("SELECT length(checkpoint) FROM agent_checkpoints")
+            logged = reader.execute(
+                "SELECT coalesce(sum(length(change) + 1), 0) FROM agent_checkpoint_changes"
+            )
+            sizes = (snapshot.fetchone()[0], logged.fetchone()[0])
+            assert sizes[1] <= 2 * sizes[0] + COMPACT_SLACK
+            if number == 1:
+                assert (journal.snapshots, sizes[1]) == (1, 0)
+    finally:
+        reader.close()
+        journal.close()
+    assert 2 <= journal.snapshots < 30
