@@ -32,6 +32,7 @@ from typing import Any, Literal
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote, type_name
 from tubeless.agent._journal_document import (
+    CHECKPOINT_FORMAT,
     DecisionRecord,
     SavedCall,
     decision_log,
@@ -207,7 +208,7 @@ def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...
         return ()
     try:
         document = json.loads(text)
-        if document.get("format") != "tubeless.agent-checkpoint":
+        if document.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a tubeless agent checkpoint")
         return tuple(document_pending(document))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
