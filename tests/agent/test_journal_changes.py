@@ -459,3 +459,34 @@ def test_the_writer_saves_a_snapshot_first_and_folds_the_log_when_it_outgrows_it
         reader.close()
         journal.close()
     assert 2 <= journal.snapshots < 30
+
+
+def test_a_postgres_database_of_the_first_layout_is_inspected_and_upgraded(
+    postgres_url: str, postgres_server: Any
+) -> None:
+    """A database made before the change log is read as it is (no table is created by
+    inspecting it), and the first lease adds the log and resumes the execution."""
+    from tubeless import PostgresCheckpointStore
+    from tubeless.agent._postgres_checkpoints import _SCHEMA, _id
+
+    whole_store, ran = MemoryCheckpointStore(changes=False), Ran()
+    assert build(whole_store, ran, approval=True).run({}).pending_approvals
+    text = whole_store.checkpoint(KEY)
+    for statement in _SCHEMA[1:3]:  # the leases and snapshots of the first layout
+        postgres_server.execute(postgres_url, statement)
+    postgres_server.execute(
+        postgres_url,
+        "INSERT INTO agent_checkpoints (id, key, checkpoint, writes, epoch) "
+        "VALUES (%s, %s, %s, 1, 1)",
+        (_id(KEY), KEY, text),
+    )
+    store = PostgresCheckpointStore(postgres_url)
+    assert (store.keys(), store.read(KEY)) == ([KEY], text)
+    assert [p.call_id for p in store.pending_approvals(KEY)] == ["b"]
+    assert store.recoverable() == []
+    exists = "SELECT to_regclass('agent_checkpoint_changes') IS NOT NULL"
+    assert postgres_server.execute(postgres_url, exists) == [(False,)]
+    run_to_the_end(store, approval=True)
+    run_to_the_end(whole_store, approval=True)
+    assert document(store.read(KEY)) == document(whole_store.checkpoint(KEY))
+    assert postgres_server.execute(postgres_url, exists) == [(True,)]

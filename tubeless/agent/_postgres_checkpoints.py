@@ -85,16 +85,22 @@ _APPEND = (
 _RELEASE = (
     "UPDATE agent_leases SET released = TRUE, owner = NULL WHERE id = %(id)s AND epoch = %(epoch)s"
 )
-_TABLES_EXIST = "SELECT to_regclass('agent_leases') IS NOT NULL"
+_TABLES_EXIST = (
+    "SELECT to_regclass('agent_leases') IS NOT NULL, "
+    "to_regclass('agent_checkpoint_changes') IS NOT NULL"
+)
 _CHANGES = (
     "ARRAY(SELECT change FROM agent_checkpoint_changes AS logged "
     "WHERE logged.id = saved.id ORDER BY seq)"
 )
-_READ = f"SELECT checkpoint, {_CHANGES} FROM agent_checkpoints AS saved WHERE id = %s"
+_NO_CHANGES = "NULL::text[]"
+"""In place of `_CHANGES` when inspecting a database no lease of this release opened yet
+(it has no change log)."""
+_READ = "SELECT checkpoint, {changes} FROM agent_checkpoints AS saved WHERE id = %s"
 _KEYS = 'SELECT key FROM agent_checkpoints ORDER BY key COLLATE "C"'
 """Sorted as Python sorts strings (by code point, which is UTF-8 byte order)."""
 _EXPIRED = (
-    f"SELECT lease.key, saved.checkpoint, {_CHANGES} FROM agent_leases AS lease "
+    "SELECT lease.key, saved.checkpoint, {changes} FROM agent_leases AS lease "
     "LEFT JOIN agent_checkpoints AS saved ON saved.id = lease.id "
     "WHERE NOT lease.released AND lease.expires_at < now() - %s * interval '1 second' "
     'ORDER BY lease.key COLLATE "C"'
@@ -241,9 +247,12 @@ class PostgresCheckpointStore:
 
         session = Session(self._dsn, name="tubeless-checkpoints", fail=_write_failed)
         try:
-            if not session.execute(_TABLES_EXIST)[0][0]:
+            tables, logs = session.execute(_TABLES_EXIST)[0]
+            if not tables:
                 return []
-            return session.execute(sql, parameters)
+            return session.execute(
+                sql.format(changes=_CHANGES if logs else _NO_CHANGES), parameters
+            )
         finally:
             session.close()
 
@@ -317,7 +326,7 @@ class PostgresLease:
 
     def read(self) -> str | None:
         """The saved checkpoint text, or `None`."""
-        rows = self._session.execute(_READ, (_id(self._key),))
+        rows = self._session.execute(_READ.format(changes=_CHANGES), (_id(self._key),))
         return _folded(rows[0]) if rows else None
 
     def write(self, text: str) -> None:
