@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from tubeless import agent, errors, trace
 from tubeless._quote import quote as _quote
+from tubeless.agent.lowlevel import fold_changes as _fold_changes
 
 _TraceRecord = trace.TraceRecord
 
@@ -96,24 +97,29 @@ class MemoryCheckpointStore:
     """A checkpoint store in memory, for durable agents in tests (one process only).
 
     Leases follow the store protocol: one live lease per key (a second `acquire` raises
-    `TUBELESS_AGENT_EXECUTION_BUSY`), `write` replaces the text, `close` keeps it.
-    Thread-safe.
+    `TUBELESS_AGENT_EXECUTION_BUSY`), `write` replaces the text (and drops the changes
+    appended to it), `append` logs a change, `close` keeps both. Thread-safe.
 
     Args:
-        fail_after: when set, the store takes this many writes in all and then refuses
-            every later one with `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` (the text saved
-            stays the last one taken), as a broken disk would. Settable later.
+        fail_after: when set, the store takes this many writes (and appends) in all and
+            then refuses every later one with `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED`
+            (what was saved stays as the last one taken left it), as a broken disk would.
+            Settable later.
+        changes: `False` gives leases without `append`, so the journal saves the whole
+            checkpoint on every write (as it does with a store that cannot append).
     """
 
-    def __init__(self, *, fail_after: int | None = None) -> None:
+    def __init__(self, *, fail_after: int | None = None, changes: bool = True) -> None:
         self._lock = threading.Lock()
         self._texts: dict[str, str] = {}
+        self._changes: dict[str, list[str]] = {}
         self._held: set[str] = set()
+        self._lease_type = _MemoryLease if changes else _MemoryWholeLease
         self.fail_after = fail_after
         self.writes = 0
-        """Writes taken so far (every key)."""
+        """Writes and appends taken so far (every key)."""
 
-    def acquire(self, key: str) -> _MemoryLease:
+    def acquire(self, key: str) -> _MemoryWholeLease:
         """Lease `key`.
 
         Raises:
@@ -126,12 +132,18 @@ class MemoryCheckpointStore:
                     code="TUBELESS_AGENT_EXECUTION_BUSY",
                 )
             self._held.add(key)
-        return _MemoryLease(self, key)
+        return self._lease_type(self, key)
 
     def checkpoint(self, key: str) -> str | None:
-        """The text saved under `key` (without leasing it)."""
+        """The checkpoint saved under `key` (without leasing it), its changes replayed.
+
+        Raises:
+            AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` when the changes do not fit.
+        """
         with self._lock:
-            return self._texts.get(key)
+            text = self._texts.get(key)
+            changes = list(self._changes.get(key, ()))
+        return None if text is None else _fold_changes(text, changes)
 
     def pending_approvals(self, key: str) -> tuple[errors.PendingApproval, ...]:
         """The calls of execution `key` waiting for approval (see `SqliteCheckpointStore`)."""
@@ -141,8 +153,9 @@ class MemoryCheckpointStore:
         """Replace what is saved under `key` (to test corrupt or foreign checkpoints)."""
         with self._lock:
             self._texts[key] = text
+            self._changes.pop(key, None)
 
-    def _write(self, key: str, text: str) -> None:
+    def _write(self, key: str, text: str, *, change: bool = False) -> None:
         with self._lock:
             if self.fail_after is not None and self.writes >= self.fail_after:
                 raise errors.AgentError(
@@ -150,14 +163,18 @@ class MemoryCheckpointStore:
                     code=_WRITE_FAILED,
                 )
             self.writes += 1
-            self._texts[key] = text
+            if change:
+                self._changes.setdefault(key, []).append(text)
+            else:
+                self._texts[key] = text
+                self._changes.pop(key, None)
 
     def _release(self, key: str) -> None:
         with self._lock:
             self._held.discard(key)
 
 
-class _MemoryLease:
+class _MemoryWholeLease:
     def __init__(self, store: MemoryCheckpointStore, key: str) -> None:
         self._store = store
         self._key = key
@@ -175,6 +192,13 @@ class _MemoryLease:
         if self._open:
             self._open = False
             self._store._release(self._key)
+
+
+class _MemoryLease(_MemoryWholeLease):
+    def append(self, change: str) -> None:
+        if not self._open:
+            raise errors.AgentError("Checkpoint lease is closed", code=_WRITE_FAILED)
+        self._store._write(self._key, change, change=True)
 
 
 class FakeClock:

@@ -16,7 +16,7 @@ import pytest
 
 from tubeless import Durability, define_agent, define_tool, pipeline_tool
 from tubeless.agent import AgentTool, ExecutionIds
-from tubeless.agent._journal import Journal
+from tubeless.agent._journal_writer import Journal
 from tubeless.errors import AgentDefinitionError, AgentError
 from tubeless.pipeline import Pipeline, RunControls
 from tubeless.schema import validator

@@ -63,15 +63,13 @@ from tubeless.agent._approvals import (
 )
 from tubeless.agent._cassette import Cassette, CassetteMode, CassetteTools
 from tubeless.agent._cassette_document import CassetteDocument, RecordedAgent, RecordedTurn
-from tubeless.agent._checkpoint_store import (
-    CheckpointLease,
-    CheckpointStore,
-    SqliteCheckpointStore,
-)
+from tubeless.agent._checkpoint_lease import CheckpointLease, CheckpointStore
+from tubeless.agent._checkpoint_store import SqliteCheckpointStore
 from tubeless.agent._deadline import Retry
 from tubeless.agent._decisions import AgentCall, ContinueDecision, FinishDecision, parse_decision
+from tubeless.agent._durability import Durability
 from tubeless.agent._function_tools import tool, tool_from_function
-from tubeless.agent._journal import Durability, ExecutionIds
+from tubeless.agent._journal import ExecutionIds
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._pipeline_tool import pipeline_tool
 from tubeless.agent._postgres_checkpoints import PostgresCheckpointStore

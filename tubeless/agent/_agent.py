@@ -17,13 +17,15 @@ from tubeless.agent._approvals import (
     check_approvals,
     document_pending,
     unused_decisions,
-    waiting,
 )
 from tubeless.agent._budget import Budget, plain_cost
 from tubeless.agent._calls import CallsStep
 from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import DELEGATION, AgentFacts, Delegation, PipelineToolSpec
-from tubeless.agent._journal import AgentJournal, Durability, Journal, NodeIdentity
+from tubeless.agent._durability import Durability
+from tubeless.agent._journal import AgentJournal
+from tubeless.agent._journal_document import NodeIdentity, root_of, tree_calls
+from tubeless.agent._journal_writer import Journal
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._pipeline_tool import pipeline_tool_pipeline
 from tubeless.agent._plan_block import AgentBlock
@@ -235,27 +237,24 @@ def _checked_edits(
     if not any(approval.kind == "edit" for approval in approvals.values()):
         return checked
 
-    def visit(node: Mapping[str, Any], path: str, agent: AgentRuntime | None) -> None:
-        turn: Any = node.get("turn")
-        for entry in turn["calls"] if turn else ():
-            spec = agent.tools.get(entry["tool"]) if agent is not None else None
-            approval = approvals.get(entry["id"])
-            if approval is not None and approval.kind == "edit" and waiting(entry):
-                if spec is None:
-                    raise AgentError(
-                        f"Checkpoint of agent {quote(path)} has another tool "
-                        f"{quote(entry['tool'])}; use a new execution key",
-                        code="TUBELESS_AGENT_CHECKPOINT_MISMATCH",
-                    )
-                checked[(path, entry["id"])] = validated_edit(
-                    spec, entry["tool"], entry["id"], approval.input
+    root = root_of(document)
+    runtimes: dict[str, AgentRuntime | None] = {root[1]: runtime} if root is not None else {}
+    for call in tree_calls(*root) if root is not None else ():
+        agent = runtimes.get(call.agent)
+        spec = agent.tools.get(call.tool) if agent is not None else None
+        approval = approvals.get(call.id)
+        if approval is not None and approval.kind == "edit" and call.waiting:
+            if spec is None:
+                raise AgentError(
+                    f"Checkpoint of agent {quote(call.agent)} has another tool "
+                    f"{quote(call.tool)}; use a new execution key",
+                    code="TUBELESS_AGENT_CHECKPOINT_MISMATCH",
                 )
-            if entry.get("child") is not None:
-                below = f"{path}/{turn['index']}/{entry['id']}"
-                visit(entry["child"], below, _subagent_runtime(spec))
-
-    root = document["agent"]
-    visit(root, str(root.get("agent", "")), runtime)
+            checked[(call.agent, call.id)] = validated_edit(
+                spec, call.tool, call.id, approval.input
+            )
+        if call.child is not None:
+            runtimes[call.child_path] = _subagent_runtime(spec)
     return checked
 
 

@@ -26,11 +26,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote, type_name
+from tubeless.agent._journal_document import (
+    CHECKPOINT_FORMAT,
+    DecisionRecord,
+    SavedCall,
+    decision_log,
+    finished,
+    node_calls,
+    root_of,
+    tree_calls,
+)
 from tubeless.errors import (
     AgentDefinitionError,
     AgentError,
@@ -163,49 +173,28 @@ def check_approvals(given: Mapping[str, Any] | None) -> dict[str, Approval]:
     return checked
 
 
-def waiting(entry: Mapping[str, Any]) -> bool:
-    """Whether a journaled call waits for a decision (admitted, none recorded yet)."""
-    approval = entry.get("approval")
-    return (
-        isinstance(approval, dict) and "decision" not in approval and entry["status"] == "pending"
-    )
-
-
-def _nodes(node: Mapping[str, Any], path: str) -> Iterator[tuple[Mapping[str, Any], str]]:
-    """Every agent node of a checkpoint with its agent path, parents first."""
-    yield node, path
-    turn: Any = node.get("turn")
-    for entry in turn["calls"] if turn else ():
-        if entry.get("child") is not None:
-            yield from _nodes(entry["child"], f"{path}/{turn['index']}/{entry['id']}")
-
-
 def node_pending(node: Mapping[str, Any], path: str) -> list[PendingApproval]:
     """The waiting calls of one node."""
-    turn: Any = node.get("turn")
-    return [
-        PendingApproval(
-            call_id=entry["id"],
-            tool=entry["tool"],
-            input=entry["input"],
-            turn=turn["index"],
-            agent_run_id=str(entry["approval"].get("agentRunId", "")),
-            agent=path,
-        )
-        for entry in (turn["calls"] if turn else ())
-        if waiting(entry)
-    ]
+    return [_pending(call) for call in node_calls(node, path) if call.waiting]
+
+
+def _pending(call: SavedCall) -> PendingApproval:
+    return PendingApproval(
+        call_id=call.id,
+        tool=call.tool,
+        input=call.input,
+        turn=call.turn,
+        agent_run_id=call.agent_run_id,
+        agent=call.agent,
+    )
 
 
 def document_pending(document: Mapping[str, Any]) -> list[PendingApproval]:
     """Every waiting call of a checkpoint document (root first, then subagents)."""
-    root = document.get("agent")
-    if not isinstance(root, dict) or "result" in root or "failure" in root:
+    root = root_of(document)
+    if root is None or finished(root[0]):
         return []
-    found: list[PendingApproval] = []
-    for node, path in _nodes(root, str(root.get("agent", ""))):
-        found += node_pending(node, path)
-    return found
+    return [_pending(call) for call in tree_calls(*root) if call.waiting]
 
 
 def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...]:
@@ -219,7 +208,7 @@ def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...
         return ()
     try:
         document = json.loads(text)
-        if document.get("format") != "tubeless.agent-checkpoint":
+        if document.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a tubeless agent checkpoint")
         return tuple(document_pending(document))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
@@ -239,62 +228,52 @@ def decision_record(approval: Approval) -> dict[str, Any]:
     return record
 
 
-def _same(record: Mapping[str, Any], approval: Approval) -> bool:
+def _same(record: DecisionRecord, approval: Approval) -> bool:
     """Whether a recorded decision is `approval` again (an edit: the same input as JSON)."""
-    if record.get("kind") != approval.kind:
+    if record.kind != approval.kind:
         return False
+    if record.legacy or approval.kind == "approve":
+        return True
     if approval.kind == "reject":
-        return record.get("message") == approval.message
-    if approval.kind == "edit":
-        try:
-            given = json.dumps(approval.input, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            return False
-        return json.dumps(record.get("input"), sort_keys=True) == given
-    return True
+        return bool(record.message == approval.message)
+    try:
+        given = json.dumps(approval.input, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return json.dumps(record.input, sort_keys=True) == given
 
 
-def _describe(record: Mapping[str, Any]) -> str:
-    kind = str(record.get("kind"))
-    if kind == "reject":
-        return f"rejected with message {quote(record.get('message'))}"
-    if kind == "edit":
-        shown = json.dumps(record.get("input"), sort_keys=True, default=str)
+def _describe(record: DecisionRecord) -> str:
+    if record.kind == "reject":
+        return f"rejected with message {quote(record.message)}"
+    if record.kind == "edit":
+        shown = json.dumps(record.input, sort_keys=True, default=str)
         return f"edited to input {quote(shown)}"
-    return {"approve": "approved"}.get(kind, quote(kind))
+    return {"approve": "approved"}.get(record.kind, quote(record.kind))
 
 
 def _applied(
-    document: Mapping[str, Any], call_id: str, found: list[tuple[Mapping[str, Any], str]]
-) -> list[Mapping[str, Any]]:
+    document: Mapping[str, Any], call_id: str, found: list[SavedCall]
+) -> list[DecisionRecord]:
     """The recorded decisions of calls with this id: the log's, then the live tree's own
     (a checkpoint saved before the log existed keeps only the decision's kind)."""
-    log = document.get("decided")
-    records: list[Mapping[str, Any]] = [
-        record
-        for record in (log if isinstance(log, list) else ())
-        if isinstance(record, dict) and record.get("call") == call_id
-    ]
-    for entry, _ in found:
-        approval = entry.get("approval")
-        if isinstance(approval, dict) and "decision" in approval and not records:
-            records.append({"kind": approval["decision"], "legacy": True})
+    records = decision_log(document, call_id)
+    for call in found:
+        if call.decision is not None and not records:
+            records.append(DecisionRecord(call=call_id, kind=call.decision, legacy=True))
     return records
 
 
 def _check_decided(
-    document: Mapping[str, Any],
-    call_id: str,
-    approval: Approval,
-    found: list[tuple[Mapping[str, Any], str]],
+    document: Mapping[str, Any], call_id: str, approval: Approval, found: list[SavedCall]
 ) -> None:
     """Refuse a decision for a call that waits nowhere, unless it repeats the recorded one."""
     records = _applied(document, call_id, found)
-    if any(_same(r, approval) or (r.get("legacy") and r["kind"] == approval.kind) for r in records):
+    if any(_same(record, approval) for record in records):
         return
-    if found and not any(isinstance(entry.get("approval"), dict) for entry, _ in found):
+    if found and not any(call.needs_approval for call in found):
         raise AgentError(
-            f"Call {quote(call_id)} ({found[0][0]['tool']}) needs no approval",
+            f"Call {quote(call_id)} ({found[0].tool}) needs no approval",
             code=NOT_NEEDED_CODE,
         )
     if records:
@@ -326,17 +305,14 @@ def check_against(
     """
     if not approvals:
         return {}
-    root = document.get("agent")
-    nodes = list(_nodes(root, str(root.get("agent", "")))) if isinstance(root, dict) else []
-    by_id: dict[str, list[tuple[Mapping[str, Any], str]]] = {}
-    for node, path in nodes:
-        turn = node.get("turn")
-        for entry in turn["calls"] if turn else ():
-            by_id.setdefault(entry["id"], []).append((entry, path))
+    root = root_of(document)
+    by_id: dict[str, list[SavedCall]] = {}
+    for call in tree_calls(*root) if root is not None else ():
+        by_id.setdefault(call.id, []).append(call)
     fresh: dict[str, Approval] = {}
     for call_id, approval in approvals.items():
         found = by_id.get(call_id, [])
-        paths = [path for entry, path in found if waiting(entry)]
+        paths = [call.agent for call in found if call.waiting]
         if len(paths) > 1:
             raise AgentError(
                 f"Call id {quote(call_id)} waits in several agents ({', '.join(paths)[:300]}); "

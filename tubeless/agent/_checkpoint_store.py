@@ -1,13 +1,9 @@
-"""Checkpoint stores: where a durable agent's journal lives between processes.
-
-A store hands out one lease per execution key. `lease.read()` returns the saved
-checkpoint text (or `None`), `lease.write(text)` replaces it atomically and returns only
-once it is durable, `lease.close()` gives the key up and deletes nothing. One live lease
-per key, across processes: a second owner gets `TUBELESS_AGENT_EXECUTION_BUSY`, and a
-lease whose process died is released by the operating system.
+"""The SQLite checkpoint store (the protocol every store follows: `_checkpoint_lease`).
 
 `SqliteCheckpointStore` keeps checkpoints in their own SQLite file (WAL,
-`synchronous=FULL`, created with mode 0600) and leases keys with `flock` on one empty
+`synchronous=FULL`, created with mode 0600; layout version 2: snapshots in
+`agent_checkpoints`, change logs in `agent_checkpoint_changes`, a version 1 file gaining
+the second table from its first lease) and leases keys with `flock` on one empty
 lock file per key in the directory `<path>-locks` (the kernel drops the lock with the
 last descriptor of a dead process; there are no PID files to go stale). `sqlite3` loads
 when the first lease is taken. Creating the file is safe when several threads or
@@ -30,10 +26,11 @@ import time
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
+from tubeless.agent._checkpoint_lease import busy_error
+from tubeless.agent._journal_changes import fold_changes
 from tubeless.agent._store_errors import (
     WRITE_FAILED_CODE,
     damaged,
@@ -49,56 +46,22 @@ if TYPE_CHECKING:
 
     from tubeless.errors import PendingApproval
 
-BUSY_CODE = "TUBELESS_AGENT_EXECUTION_BUSY"
 _BUSY_TIMEOUT_SECONDS = 30.0
 _READ_ONLY_OPEN = ("SQLITE_READONLY", "SQLITE_CANTOPEN")
-_SCHEMA_VERSION = 1
-_TABLE = (
+_SCHEMA_VERSION = 2
+"""1: snapshots only; 2: the change log beside them (a version 1 file is upgraded by the
+first lease, in the transaction that checks the schema)."""
+_TABLES = (
     "CREATE TABLE IF NOT EXISTS agent_checkpoints ("
-    "key TEXT PRIMARY KEY NOT NULL, checkpoint TEXT NOT NULL, writes INTEGER NOT NULL)"
+    "key TEXT PRIMARY KEY NOT NULL, checkpoint TEXT NOT NULL, writes INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS agent_checkpoint_changes ("
+    "key TEXT NOT NULL, seq INTEGER NOT NULL, change TEXT NOT NULL, PRIMARY KEY (key, seq)) "
+    "WITHOUT ROWID",
 )
-
-
-@runtime_checkable
-class CheckpointLease(Protocol):
-    """Ownership of one execution key, from `CheckpointStore.acquire` until `close()`."""
-
-    def read(self) -> str | None:
-        """The saved checkpoint text, or `None` when the key has none yet."""
-        ...
-
-    def write(self, text: str) -> None:
-        """Replace the checkpoint atomically; return only once it is durable.
-
-        A lease that can expire raises `AgentError` with `TUBELESS_AGENT_LEASE_LOST` once
-        another owner took the key over: the run then stops before its next dispatch.
-        """
-        ...
-
-    def close(self) -> None:
-        """Release the key; the checkpoint stays."""
-        ...
-
-
-@runtime_checkable
-class CheckpointStore(Protocol):
-    """Anything with `acquire(key) -> CheckpointLease` can hold a durable agent's journal."""
-
-    def acquire(self, key: str) -> CheckpointLease:
-        """Own `key` until the lease is closed.
-
-        Raises:
-            AgentError: `TUBELESS_AGENT_EXECUTION_BUSY` when another lease holds `key`.
-            CheckpointStoreError: when the store cannot be opened.
-        """
-        ...
-
-
-def busy_error(key: str) -> AgentError:
-    """The error of a second owner of `key`."""
-    return AgentError(
-        f"Execution {quote(key)} is running elsewhere (its checkpoint is leased)", code=BUSY_CODE
-    )
+_READ_SNAPSHOT = "SELECT CAST(checkpoint AS BLOB) FROM agent_checkpoints WHERE key = ?"
+_READ_CHANGES = (
+    "SELECT CAST(change AS BLOB) FROM agent_checkpoint_changes WHERE key = ? ORDER BY seq"
+)
 
 
 def _tables(connection: sqlite3.Connection) -> list[str]:
@@ -151,6 +114,39 @@ def _text(value: object, store: str, key: str) -> str:
     if not isinstance(value, bytes):
         raise damaged(store, key, "the checkpoint is not text")
     return value.decode("utf-8")
+
+
+def _read_checkpoint(connection: sqlite3.Connection, store: str, key: str) -> str | None:
+    """The snapshot of `key` with its change log replayed, read in one transaction.
+
+    Raises:
+        CheckpointStoreError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a damaged snapshot
+            or change log; SQLite's own errors pass through.
+    """
+    import sqlite3
+
+    connection.execute("BEGIN")
+    try:
+        row = connection.execute(_READ_SNAPSHOT, (key,)).fetchone()
+        try:
+            rows = connection.execute(_READ_CHANGES, (key,)).fetchall()
+        except sqlite3.OperationalError:
+            if "agent_checkpoint_changes" in _tables(connection):
+                raise
+            rows = []  # a version 1 file, read without upgrading it
+    finally:
+        connection.execute("COMMIT")
+    if row is None:
+        if rows:
+            raise damaged(store, key, "a change log without its checkpoint")
+        return None
+    snapshot = _text(row[0], store, key)
+    try:
+        return fold_changes(snapshot, [_text(change, store, key) for (change,) in rows])
+    except CheckpointStoreError:
+        raise
+    except AgentError as error:
+        raise damaged(store, key, error.message) from error
 
 
 @typing.final
@@ -212,7 +208,8 @@ class SqliteCheckpointStore:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 self._check_version(connection)
-                connection.execute(_TABLE)
+                for table in _TABLES:
+                    connection.execute(table)
                 connection.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
                 connection.execute("COMMIT")
             except BaseException:
@@ -223,7 +220,7 @@ class SqliteCheckpointStore:
 
     def _check_version(self, connection: sqlite3.Connection, key: str | None = None) -> int:
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-        if version not in (0, _SCHEMA_VERSION):
+        if version not in (0, 1, _SCHEMA_VERSION):
             tables = _tables(connection)
             if "agent_checkpoints" not in tables:
                 raise not_a_store(str(self.path), key, tables)
@@ -354,10 +351,7 @@ class SqliteCheckpointStore:
         with self._reading(key) as connection:
             if connection is None:
                 return None
-            row = connection.execute(
-                "SELECT CAST(checkpoint AS BLOB) FROM agent_checkpoints WHERE key = ?", (key,)
-            ).fetchone()
-            return None if row is None else _text(row[0], str(self.path), key)
+            return _read_checkpoint(connection, str(self.path), key)
 
     def pending_approvals(self, key: str) -> tuple[PendingApproval, ...]:
         """The calls of execution `key` waiting for approval, read without leasing it.
@@ -404,34 +398,63 @@ class _SqliteLease:
 
         store = str(self._path)
         try:
-            row = (
-                self._open()
-                .execute(
-                    "SELECT CAST(checkpoint AS BLOB) FROM agent_checkpoints WHERE key = ?",
-                    (self._key,),
-                )
-                .fetchone()
-            )
-            return None if row is None else _text(row[0], store, self._key)
+            return _read_checkpoint(self._open(), store, self._key)
         except (sqlite3.Error, UnicodeDecodeError) as error:
             raise read_error(error, store=store, key=self._key, action="read") from error
 
     def write(self, text: str) -> None:
-        """Replace the checkpoint in one durable transaction.
+        """Replace the checkpoint and drop its change log, in one durable transaction.
 
         Raises:
             CheckpointStoreError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when SQLite
                 refuses, with the operating system's reason when one explains it.
         """
-        import sqlite3
-
-        try:
-            self._open().execute(
+        self._transaction(
+            text,
+            (
                 "INSERT INTO agent_checkpoints (key, checkpoint, writes) VALUES (?, ?, 1) "
                 "ON CONFLICT (key) DO UPDATE SET checkpoint = excluded.checkpoint, "
                 "writes = writes + 1",
                 (self._key, text),
-            )
+            ),
+            ("DELETE FROM agent_checkpoint_changes WHERE key = ?", (self._key,)),
+        )
+
+    def append(self, change: str) -> None:
+        """Add `change` to the checkpoint's change log in one durable transaction.
+
+        Raises:
+            CheckpointStoreError: as `write`.
+        """
+        self._transaction(
+            change,
+            (
+                "INSERT INTO agent_checkpoint_changes (key, seq, change) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM agent_checkpoint_changes "
+                "WHERE key = ?",
+                (self._key, change, self._key),
+            ),
+        )
+
+    def _transaction(self, text: str, *statements: tuple[str, tuple[str, ...]]) -> None:
+        """Run `statements` in one transaction (`text`: what they save, for errors)."""
+        import sqlite3
+
+        try:
+            connection = self._open()
+            if len(statements) == 1:
+                connection.execute(*statements[0])
+                return
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in statements:
+                    connection.execute(*statement)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        connection.execute("ROLLBACK")
+                raise
         except sqlite3.Error as error:
             path = self._path
             raise write_error(

@@ -1,7 +1,9 @@
 """The durable journal of an agent: the receipts a crash-safe resume reads back.
 
 A durable root invocation leases its execution key and keeps one JSON document, the
-checkpoint, rewritten whole (and atomically) by every write. The document holds one node
+checkpoint (its shape and change log: `_journal_document`; its group-committed writes,
+appends and snapshots: `_journal_writer`). This module makes the changes an agent's
+invocation saves, each logged as it is made. The document holds one node
 per agent: the root's, and below each call of a durable subagent, the subagent's own (a
 durable child joins its parent's journal). A node records, each write acknowledged
 before the agent goes on:
@@ -19,9 +21,6 @@ Model usage a `decide` reserves is saved before the reservation returns (so a pr
 killed during the request keeps it charged); settlements and reports go with the next
 write. A node's `spent.usage` (absent in older checkpoints: nothing spent) holds its own.
 
-Writes from threads that arrive together share one store write (group commit): a writer
-waits only until a write that includes its own change is durable.
-
 On resume a completed call's outcome is reused, a pending one dispatched, a running one
 re-run when its tool is `replay="safe"` (or is a durable subagent, which resumes its own
 node) and otherwise turned into the recoverable outcome `TUBELESS_AGENT_CALL_INTERRUPTED`.
@@ -31,33 +30,38 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-import typing
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from tubeless._frozen import FrozenDict, freeze_json, thaw
-from tubeless._quote import quote, type_name
+from tubeless._quote import quote
 from tubeless.agent._approvals import APPROVAL_CODES, Approval, decision_record, node_pending
-from tubeless.agent._checkpoint_store import CheckpointLease, CheckpointStore
-from tubeless.agent._store_errors import READ_FAILED_CODE, WRITE_FAILED_CODE, damaged
+from tubeless.agent._durability import KEY_CODE
+from tubeless.agent._journal_changes import dumps, state_changes
+from tubeless.agent._journal_document import (
+    INVALID_CODE,
+    MISMATCH_CODE,
+    ApprovalChoice,
+    NodeIdentity,
+    Path,
+    add_usage,
+    check_identity,
+    entry_totals,
+    entry_usage,
+    new_node,
+    node_totals,
+    node_usage_totals,
+)
+from tubeless.agent._journal_writer import Journal
+from tubeless.agent._store_errors import READ_FAILED_CODE, WRITE_FAILED_CODE
 from tubeless.errors import (
-    AgentDefinitionError,
     AgentError,
-    CheckpointStoreError,
     PendingApproval,
     PipelineExecutionError,
     TubelessError,
 )
 
-CHECKPOINT_FORMAT = "tubeless.agent-checkpoint"
-CHECKPOINT_VERSION = 1
-KEY_LIMIT = 4096
-KEY_CODE = "TUBELESS_AGENT_INVALID_CHECKPOINT_KEY"
-MISMATCH_CODE = "TUBELESS_AGENT_CHECKPOINT_MISMATCH"
-INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
 INTERRUPTED_CODE = "TUBELESS_AGENT_CALL_INTERRUPTED"
 INTERRUPTED_MESSAGE = "The call may have partially run; inspect its effects before retrying"
 _UNSAVED_CODES = (
@@ -86,402 +90,15 @@ class ExecutionIds:
     """The call id the decision gave."""
 
 
-def check_key(key: object) -> str:
-    """Return `key` when it is a nonblank string of at most 4096 characters.
-
-    Raises:
-        AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY`.
-    """
-    if type(key) is not str or not key.strip() or len(key) > KEY_LIMIT:
-        raise AgentError(
-            f"Checkpoint key must be a nonblank string of at most {KEY_LIMIT} characters, "
-            f"got {quote(key) if type(key) is str else type_name(key)}",
-            code=KEY_CODE,
-        )
-    return key
-
-
-@typing.final
-class Durability:
-    """Make an agent durable: `define_agent(..., durability=Durability(store=, key=))`.
-
-    Args:
-        store: a checkpoint store (`SqliteCheckpointStore`, `MemoryCheckpointStore`, or
-            anything with `acquire(key) -> lease`).
-        key: the execution key, or `key(validated_options) -> str`; nonblank, at most 4096
-            characters. Running again with the same key resumes the execution. A run's
-            context `execution_key` (the CLI's `--execution-key`) takes its place.
-
-    A durable agent called as a subagent of a durable agent ignores its own store and key:
-    it joins the parent's journal, below the call that started it.
-
-    Raises:
-        AgentDefinitionError: when `store` has no `acquire`.
-        AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY` for a bad literal key.
-    """
-
-    __slots__ = ("key", "store")
-
-    def __init__(self, *, store: CheckpointStore, key: str | Callable[[Any], str]) -> None:
-        if not callable(getattr(store, "acquire", None)):
-            raise AgentDefinitionError(
-                f"Durability store must have acquire(key), got {type_name(store)}"
-            )
-        if not callable(key):
-            check_key(key)
-        self.store = store
-        self.key = key
-
-    def key_for(self, options: Any, given: str | None = None) -> str:
-        """The execution key: `given` (a run's `execution_key`) or this one's.
-
-        Raises:
-            AgentError: `TUBELESS_AGENT_INVALID_CHECKPOINT_KEY`.
-        """
-        if given is not None:
-            return check_key(given)
-        return check_key(self.key(options) if callable(self.key) else self.key)
-
-    def __repr__(self) -> str:
-        return f"Durability(store={self.store!r})"
-
-
-def store_name(store: object) -> str:
-    """How errors name a store: a SQLite file's path, or the store's `repr`."""
-    return str(getattr(store, "path", None) or repr(store))
-
-
-def _invalid(problem: str) -> AgentError:
-    return AgentError(
-        f"Checkpoint is corrupt or of an unknown version: {problem}", code=INVALID_CODE
-    )
-
-
 def _plain_json(value: Any, label: str) -> Any:
     """A private JSON copy of `value` for the document; refuse what JSON cannot hold."""
     try:
-        return json.loads(json.dumps(value, allow_nan=False, separators=(",", ":")))
+        return json.loads(dumps(value))
     except (TypeError, ValueError, RecursionError) as error:
         raise AgentError(
             f"{label} is not JSON data, which a durable agent must save: {str(error)[:200]}",
             code="TUBELESS_AGENT_INVALID_STATE",
         ) from None
-
-
-class Journal:
-    """The document of one durable root invocation and its lease (group-committed writes)."""
-
-    def __init__(
-        self, lease: CheckpointLease, document: dict[str, Any], store: str = "", key: str = ""
-    ) -> None:
-        self._lease = lease
-        self._store = store
-        self._key = key
-        self.document = document
-        self._changed = threading.Condition()
-        self._sequence = 0
-        self._written = 0
-        self._writing = False
-        self._failure: BaseException | None = None
-        self.writes = 0
-        """Store writes made (each one transaction in a SQLite store)."""
-        self.approvals: Mapping[str, Approval] = {}
-        """The checked approval decisions of this run (the root run's context `approvals`)
-        for the calls that wait now."""
-        self.edits: Mapping[tuple[str, str], Any] = {}
-        """The validated inputs of this run's edits, by (agent path, call id)."""
-
-    @classmethod
-    def open(cls, durability: Durability, options: Any, given: str | None = None) -> Journal:
-        """Lease the key and read (or start) the checkpoint, before any agent callback."""
-        key = durability.key_for(options, given)
-        store = durability.store
-        lease = store.acquire(key)
-        try:
-            text = lease.read()
-            document = _parse(text) if text is not None else _fresh(key)
-        except AgentError as error:
-            lease.close()
-            if error.code != INVALID_CODE or isinstance(error, CheckpointStoreError):
-                raise
-            raise damaged(store_name(store), key, error.message) from error
-        except BaseException:
-            lease.close()
-            raise
-        return cls(lease, document, store_name(store), key)
-
-    def close(self) -> None:
-        """Release the lease."""
-        self._lease.close()
-
-    def change(self, mutate: Callable[[], None], *, durable: bool = True) -> None:
-        """Apply `mutate` to the document; with `durable`, return once it is saved.
-
-        Raises:
-            AgentError: `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` (or the store's own code,
-                such as `TUBELESS_AGENT_LEASE_LOST`) when this or an earlier write failed:
-                the run must stop (the next run reads what was saved).
-        """
-        with self._changed:
-            self._raise_failure()
-            mutate()
-            self._sequence += 1
-            if durable:
-                self._sync(self._sequence)
-
-    @property
-    def writing(self) -> bool:
-        """Whether a write is in progress (changes made meanwhile go in the next one)."""
-        return self._writing
-
-    @property
-    def failed(self) -> bool:
-        """Whether a write failed (nothing more is written)."""
-        return self._failure is not None
-
-    def flush(self) -> None:
-        """Save every change made so far (best effort: failures stay recorded)."""
-        with self._changed:
-            if self._failure is None and self._written < self._sequence:
-                self._sync(self._sequence)
-
-    def _raise_failure(self) -> None:
-        failure = self._failure
-        if failure is None:
-            return
-        message = f"Checkpoint write failed; the run stopped: {str(failure)[:600]}"
-        if isinstance(failure, CheckpointStoreError):
-            raise CheckpointStoreError(
-                message, code=failure.code, store=failure.store, key=failure.key
-            ) from failure
-        raise CheckpointStoreError(
-            message, code=WRITE_FAILED_CODE, store=self._store, key=self._key
-        ) from failure
-
-    def _sync(self, mine: int) -> None:
-        """Wait (holding `_changed`) until change `mine` is durable, writing if no one is."""
-        while self._written < mine:
-            self._raise_failure()
-            if self._writing:
-                self._changed.wait()
-                continue
-            self._writing = True
-            target = self._sequence
-            text = json.dumps(self.document, separators=(",", ":"), allow_nan=False)
-            failure: BaseException | None = None
-            self._changed.release()
-            try:
-                self._lease.write(text)
-            except BaseException as error:
-                failure = error
-            finally:
-                self._changed.acquire()
-                self._writing = False
-                self.writes += 1
-                if failure is None:
-                    self._written = target
-                else:
-                    self._failure = failure
-                self._changed.notify_all()
-        self._raise_failure()
-
-
-def _fresh(key: str) -> dict[str, Any]:
-    return {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "key": key,
-        "id": uuid.uuid4().hex,
-        "agent": None,
-    }
-
-
-def _parse(text: str) -> dict[str, Any]:
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as error:
-        raise _invalid(f"not JSON ({str(error)[:120]})") from None
-    if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
-        raise _invalid("not a tubeless agent checkpoint")
-    if document.get("version") != CHECKPOINT_VERSION:
-        raise _invalid(f"version {quote(document.get('version'))}, expected 1")
-    if type(document.get("id")) is not str or not (
-        document.get("agent") is None or isinstance(document.get("agent"), dict)
-    ):
-        raise _invalid("missing execution id or agent node")
-    if document["agent"] is not None:
-        _check_node(document["agent"], "agent")
-    return document
-
-
-_STATUSES = frozenset({"pending", "running", "completed"})
-
-
-def _counter(value: object) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _usage_ok(holder: Mapping[str, Any]) -> bool:
-    """Whether the optional `usage` of a `spent` or `consumed` holder is well formed."""
-    usage = holder.get("usage")
-    if usage is None:
-        return True
-    cost = usage.get("cost") if isinstance(usage, dict) else None
-    return (
-        isinstance(usage, dict)
-        and all(_counter(usage.get(name)) for name in ("inputTokens", "outputTokens"))
-        and isinstance(cost, (int, float))
-        and not isinstance(cost, bool)
-        and 0 <= cost < float("inf")
-    )
-
-
-def _usage_of(holder: Mapping[str, Any] | None) -> tuple[int, int, Decimal]:
-    """The usage in a `spent` or `consumed` holder (none recorded: zero)."""
-    usage = holder.get("usage") if holder else None
-    if not usage:
-        return 0, 0, Decimal(0)
-    return usage["inputTokens"], usage["outputTokens"], Decimal(repr(usage["cost"]))
-
-
-def _add_usage(holder: dict[str, Any], amounts: tuple[int, int, Decimal]) -> None:
-    """Add `amounts` to the usage of a `spent` holder."""
-    if not any(amounts):
-        return
-    now = _usage_of(holder)
-    cost = now[2] + amounts[2]
-    holder["usage"] = {
-        "inputTokens": now[0] + amounts[0],
-        "outputTokens": now[1] + amounts[1],
-        "cost": int(cost) if cost == cost.to_integral_value() else float(cost),
-    }
-
-
-def _check_node(node: Any, where: str) -> None:
-    """Check the shape of a saved node and everything below it, before any callback."""
-    if not isinstance(node, dict) or not isinstance(node.get("spent"), dict):
-        raise _invalid(f"{where} has no budget")
-    spent = node["spent"]
-    counters = (spent.get("calls"), spent.get("decisions"), spent.get("repairs", 0))
-    if not all(_counter(value) for value in counters):
-        raise _invalid(f"{where} has a malformed budget")
-    if not _usage_ok(spent):
-        raise _invalid(f"{where} has a malformed usage")
-    execution = node.get("execution")
-    if execution is not None and not (
-        isinstance(execution, dict)
-        and all(_counter(execution.get(name)) for name in ("turn", "stateVersion", "calls"))
-        and "state" in execution
-        and execution["turn"] >= 1
-    ):
-        raise _invalid(f"{where} has a malformed execution")
-    if "failure" in node and not (
-        isinstance(node["failure"], dict)
-        and all(type(node["failure"].get(name)) is str for name in ("code", "message"))
-    ):
-        raise _invalid(f"{where} has a malformed failure")
-    turn = node.get("turn", 0)
-    if turn is None:
-        return
-    if not (
-        isinstance(turn, dict)
-        and _counter(turn.get("index"))
-        and turn.get("phase") in ("reserved", "decided")
-        and isinstance(turn.get("calls"), list)
-    ):
-        raise _invalid(f"{where} has a malformed turn")
-    if not isinstance(turn.get("rejection", {}), dict):
-        raise _invalid(f"{where} has a malformed rejection")
-    for position, entry in enumerate(turn["calls"]):
-        _check_entry(entry, f"{where} call {position}")
-
-
-def _check_entry(entry: Any, where: str) -> None:
-    if not (
-        isinstance(entry, dict)
-        and type(entry.get("id")) is str
-        and type(entry.get("tool")) is str
-        and "input" in entry
-        and entry.get("status") in _STATUSES
-    ):
-        raise _invalid(f"{where} is malformed")
-    outcome = entry.get("outcome")
-    if entry["status"] == "completed" and not (
-        isinstance(outcome, dict) and type(outcome.get("ok")) is bool
-    ):
-        raise _invalid(f"{where} is completed without an outcome")
-    if "approval" in entry and not isinstance(entry["approval"], dict):
-        raise _invalid(f"{where} has a malformed approval")
-    consumed = entry.get("consumed")
-    if consumed is not None and not (
-        isinstance(consumed, dict)
-        and all(_counter(consumed.get(name)) for name in ("calls", "decisions"))
-        and _usage_ok(consumed)
-        and _counter(consumed.get("repairs", 0))
-    ):
-        raise _invalid(f"{where} has a malformed budget")
-    if entry.get("child") is not None:
-        _check_node(entry["child"], f"{where} child")
-
-
-def _spent(counts: Mapping[str, Any]) -> tuple[int, int, int]:
-    """`(calls, decisions, repairs)`; `repairs` is absent from checkpoints made before it."""
-    return counts["calls"], counts["decisions"], counts.get("repairs", 0)
-
-
-def _totals(node: Mapping[str, Any]) -> tuple[int, int, int]:
-    """Calls, decisions and repairs charged to this node's budget: its own and its subtree's."""
-    calls, decisions, repairs = _spent(node["spent"])
-    turn = node.get("turn")
-    for entry in turn["calls"] if turn else ():
-        below = _entry_totals(entry)
-        calls += below[0]
-        decisions += below[1]
-        repairs += below[2]
-    return calls, decisions, repairs
-
-
-def _usage_totals(node: Mapping[str, Any]) -> tuple[int, int, Decimal]:
-    """Usage charged to this node's budget: its own and its subtree's."""
-    total = _usage_of(node["spent"])
-    turn = node.get("turn")
-    for entry in turn["calls"] if turn else ():
-        below = _entry_usage(entry)
-        total = (total[0] + below[0], total[1] + below[1], total[2] + below[2])
-    return total
-
-
-def _entry_usage(entry: Mapping[str, Any]) -> tuple[int, int, Decimal]:
-    if entry.get("child") is not None:
-        return _usage_totals(entry["child"])
-    return _usage_of(entry.get("consumed"))
-
-
-def _entry_totals(entry: Mapping[str, Any]) -> tuple[int, int, int]:
-    if entry.get("child") is not None:
-        return _totals(entry["child"])
-    consumed = entry.get("consumed")
-    return _spent(consumed) if consumed else (0, 0, 0)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeIdentity:
-    """What a saved node must match: definition, options, limits and tool kinds."""
-
-    agent: str
-    definition_id: str
-    options: str
-    limits: Mapping[str, int | float]
-    tools: Mapping[str, str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "definitionId": self.definition_id,
-            "options": self.options,
-            "limits": dict(self.limits),
-            "tools": dict(self.tools),
-        }
 
 
 class CallSlot:
@@ -499,61 +116,54 @@ class CallSlot:
         """The child's node below this call, created on first use."""
         owner = self.owner
         entry = owner.entries[self.index]
+        path = (*owner.path, "turn", "calls", self.index, "child")
         if entry.get("child") is None:
             owner.journal.change(
-                lambda: entry.__setitem__("child", _new_node(identity)), durable=False
+                lambda: owner.put_call(self.index, "child", new_node(identity)), durable=False
             )
         node = entry["child"]
         check_identity(node, identity)
         turn = owner.node["turn"]["index"]
-        return AgentJournal(owner.journal, node, f"{owner.agent_path}/{turn}/{entry['id']}")
-
-
-def _new_node(identity: NodeIdentity) -> dict[str, Any]:
-    return {
-        **identity.to_dict(),
-        "spent": {"calls": 0, "decisions": 0},
-        "execution": None,
-        "turn": None,
-    }
-
-
-def check_identity(node: Mapping[str, Any], identity: NodeIdentity) -> None:
-    """Refuse a saved node made by another definition, options, limits or tools.
-
-    Raises:
-        AgentError: `TUBELESS_AGENT_CHECKPOINT_MISMATCH`, naming what differs.
-        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a node missing its fields.
-    """
-    if not isinstance(node.get("spent"), dict) or "turn" not in node:
-        raise _invalid("agent node without its budget or turn")
-    for field, value in identity.to_dict().items():
-        if node.get(field) != value:
-            raise AgentError(
-                f"Checkpoint of agent {quote(identity.agent)} has another {field}; use a "
-                "new execution key",
-                code=MISMATCH_CODE,
-            )
+        agent_path = f"{owner.agent_path}/{turn}/{entry['id']}"
+        return AgentJournal(owner.journal, node, agent_path, path)
 
 
 class AgentJournal:
     """One agent's node in a journal, and the writes an invocation makes to it."""
 
-    __slots__ = ("agent_path", "journal", "launched", "node")
+    __slots__ = ("agent_path", "journal", "launched", "node", "path")
 
-    def __init__(self, journal: Journal, node: dict[str, Any], agent_path: str) -> None:
+    def __init__(
+        self, journal: Journal, node: dict[str, Any], agent_path: str, path: Path = ("agent",)
+    ) -> None:
         self.journal = journal
         self.node = node
         self.agent_path = agent_path
+        self.path = path
+        """Where the node sits in the document."""
         self.launched = 0
         """How many leading calls of the current batch this process saved as running."""
+
+    def put(self, name: str, value: Any) -> None:
+        """Set the node's field `name` and log it (inside `Journal.change`)."""
+        self.node[name] = value
+        self.journal.record((*self.path, name), value)
+
+    def put_call(self, index: int, name: str, value: Any) -> None:
+        """Set field `name` of call `index` of the turn and log it (inside `change`)."""
+        self.entries[index][name] = value
+        self.journal.record((*self.path, "turn", "calls", index, name), value)
+
+    def _log_spent(self) -> None:
+        self.journal.record((*self.path, "spent"), self.node["spent"])
 
     @classmethod
     def root(cls, journal: Journal, identity: NodeIdentity) -> AgentJournal:
         """The root node of `journal`, created for a new execution."""
         document = journal.document
         if document["agent"] is None:
-            document["agent"] = _new_node(identity)
+            # not logged: nothing is saved yet, and a run's first write saves it whole
+            document["agent"] = new_node(identity)
         check_identity(document["agent"], identity)
         return cls(journal, document["agent"], identity.agent)
 
@@ -568,15 +178,20 @@ class AgentJournal:
 
     def totals(self) -> tuple[int, int, int]:
         """Calls, decisions and repairs already charged to this agent's budget."""
-        return _totals(self.node)
+        return node_totals(self.node)
 
     def usage_totals(self) -> tuple[int, int, Decimal]:
         """Input tokens, output tokens and cost already charged to this agent's budget."""
-        return _usage_totals(self.node)
+        return node_usage_totals(self.node)
 
     def add_usage(self, amounts: tuple[int, int, Decimal], *, durable: bool) -> None:
         """Add usage `decide` charged (negative: a refund); `durable` saves it first."""
-        self.journal.change(lambda: _add_usage(self.node["spent"], amounts), durable=durable)
+
+        def mutate() -> None:
+            add_usage(self.node["spent"], amounts)
+            self._log_spent()
+
+        self.journal.change(mutate, durable=durable)
 
     def saved_result(self) -> tuple[bool, Any]:
         """`(True, result)` when the execution finished."""
@@ -612,14 +227,18 @@ class AgentJournal:
         turn = node["turn"]
         if turn is not None:
             for entry in turn["calls"]:
-                calls, decisions, repairs = _entry_totals(entry)
+                calls, decisions, repairs = entry_totals(entry)
                 node["spent"]["calls"] += calls
                 node["spent"]["decisions"] += decisions
-                _add_usage(node["spent"], _entry_usage(entry))
+                add_usage(node["spent"], entry_usage(entry))
                 if repairs:
                     node["spent"]["repairs"] = node["spent"].get("repairs", 0) + repairs
-            node["turn"] = None
-        node["execution"] = dict(execution)
+            self.put("turn", None)
+            self._log_spent()
+        previous, node["execution"] = node["execution"], dict(execution)
+        changes: list[str] = []
+        state_changes((*self.path, "execution"), previous, node["execution"], changes)
+        self.journal.record_changes(changes)
 
     def reserve(self, index: int, execution: Mapping[str, Any]) -> None:
         """Save the state and the reservation of turn `index` (its decision charged)."""
@@ -627,7 +246,8 @@ class AgentJournal:
         def mutate() -> None:
             self._commit_execution(execution)
             self.node["spent"]["decisions"] += 1
-            self.node["turn"] = {"index": index, "phase": "reserved", "calls": []}
+            self._log_spent()
+            self.put("turn", {"index": index, "phase": "reserved", "calls": []})
 
         self.journal.change(mutate)
 
@@ -641,7 +261,9 @@ class AgentJournal:
             spent = self.node["spent"]
             spent["decisions"] += 1
             spent["repairs"] = spent.get("repairs", 0) + 1
+            self._log_spent()
             self.node["turn"]["rejection"] = saved
+            self.journal.record((*self.path, "turn", "rejection"), saved)
 
         self.journal.change(mutate)
 
@@ -673,7 +295,9 @@ class AgentJournal:
             turn = self.node["turn"]
             turn["phase"] = "decided"
             turn["calls"] = entries
+            self.journal.record((*self.path, "turn"), turn)
             self.node["spent"]["calls"] += len(calls)
+            self._log_spent()
 
         self.journal.change(mutate)
         self.launched = starting
@@ -686,20 +310,20 @@ class AgentJournal:
         """Waiting calls stopped this attempt too: note its run id (saved with a flush)."""
 
         def mutate() -> None:
-            for entry in self.entries:
+            for index, entry in enumerate(self.entries):
                 if isinstance(entry.get("approval"), dict) and entry["status"] == "pending":
-                    entry["approval"]["agentRunId"] = run_id
+                    self.put_call(index, "approval", {**entry["approval"], "agentRunId": run_id})
 
         self.journal.change(mutate, durable=False)
 
     def decide_approvals(
-        self, decisions: Mapping[int, tuple[str, Any, Any]], given: Mapping[int, Approval]
+        self, choices: Mapping[int, ApprovalChoice], given: Mapping[int, Approval]
     ) -> None:
         """Save the decisions on waiting calls, in one write before anything starts.
 
-        `decisions` maps a call index to `(kind, validated input or None, rejected
-        outcome or None)`; `given` to the decision as the person gave it, kept in the
-        checkpoint's log so that giving it again later is recognised (and ignored).
+        `choices` maps a call index to what to save on it; `given` to the decision as the
+        person gave it, kept in the checkpoint's log so that giving it again later is
+        recognised (and ignored).
         """
         turn = self.node["turn"]["index"]
         records = [
@@ -712,27 +336,32 @@ class AgentJournal:
             for index, approval in given.items()
         ]
         saved = {
-            index: (
-                kind,
-                None
-                if value is None
-                else _plain_json(value, f"Agent call {quote(self.entries[index]['id'])} input"),
-                None if outcome is None else _plain_json(outcome, "Agent call outcome"),
+            index: dataclasses.replace(
+                choice,
+                input=None
+                if choice.input is None
+                else _plain_json(
+                    choice.input, f"Agent call {quote(self.entries[index]['id'])} input"
+                ),
+                outcome=None
+                if choice.outcome is None
+                else _plain_json(choice.outcome, "Agent call outcome"),
             )
-            for index, (kind, value, outcome) in decisions.items()
+            for index, choice in choices.items()
         }
 
         def mutate() -> None:
-            for index, (kind, value, outcome) in saved.items():
+            for index, choice in saved.items():
                 entry = self.entries[index]
-                entry["approval"]["decision"] = kind
-                if value is not None:
-                    entry["proposedInput"] = entry["input"]
-                    entry["input"] = value
-                if outcome is not None:
-                    entry["status"] = "completed"
-                    entry["outcome"] = outcome
+                self.put_call(index, "approval", {**entry["approval"], "decision": choice.kind})
+                if choice.input is not None:
+                    self.put_call(index, "proposedInput", entry["input"])
+                    self.put_call(index, "input", choice.input)
+                if choice.outcome is not None:
+                    self.put_call(index, "status", "completed")
+                    self.put_call(index, "outcome", choice.outcome)
             self.journal.document.setdefault("decided", []).extend(records)
+            self.journal.record_add(("decided",), records)
 
         self.journal.change(mutate)
 
@@ -747,7 +376,7 @@ class AgentJournal:
         def mutate() -> None:
             for index in indices:
                 if index < self.launched and self.entries[index]["status"] == "running":
-                    self.entries[index]["status"] = "pending"
+                    self.put_call(index, "status", "pending")
 
         if indices:
             self.journal.change(mutate, durable=False)
@@ -760,11 +389,11 @@ class AgentJournal:
     def finished(self, result: Any) -> None:
         """Save the validated finish result."""
         saved = _plain_json(result, "Agent finish result")
-        self.journal.change(lambda: self.node.__setitem__("result", saved))
+        self.journal.change(lambda: self.put("result", saved))
 
     def start(self, index: int) -> None:
         """Save call `index`'s intent."""
-        self.journal.change(lambda: self.entries[index].__setitem__("status", "running"))
+        self.journal.change(lambda: self.put_call(index, "status", "running"))
 
     def complete(self, index: int, outcome: Mapping[str, Any], slot: CallSlot | None) -> None:
         """Save call `index`'s outcome (and what a non-durable subagent spent)."""
@@ -772,15 +401,15 @@ class AgentJournal:
         entry = self.entries[index]
 
         def mutate() -> None:
-            entry["status"] = "completed"
-            entry["outcome"] = saved
+            self.put_call(index, "status", "completed")
+            self.put_call(index, "outcome", saved)
             budget = slot.budget if slot is not None else None
             if budget is not None and entry.get("child") is None:
                 consumed: dict[str, Any] = {"calls": budget.calls, "decisions": budget.decisions}
                 if budget.repairs:
                     consumed["repairs"] = budget.repairs
-                entry["consumed"] = consumed
-                _add_usage(consumed, (budget.input_tokens, budget.output_tokens, budget.cost))
+                add_usage(consumed, (budget.input_tokens, budget.output_tokens, budget.cost))
+                self.put_call(index, "consumed", consumed)
 
         self.journal.change(mutate)
 
@@ -794,7 +423,7 @@ class AgentJournal:
             "code": code if isinstance(code, str) else "TUBELESS_STEP_FAILED",
             "message": str(error)[:4096],
         }
-        self.journal.change(lambda: self.node.__setitem__("failure", failure))
+        self.journal.change(lambda: self.put("failure", failure))
 
 
 def _unsaved(error: BaseException) -> bool:

@@ -1,15 +1,17 @@
 """A checkpoint store in PostgreSQL: one database for a fleet, with fenced leases.
 
-Two tables, each keyed by `id`, the SHA-256 of the execution key (a key may be longer than
+Three tables, each keyed by `id`, the SHA-256 of the execution key (a key may be longer than
 an index entry may be). `agent_leases (id, key, owner, epoch, expires_at, released)` says
 who owns each execution key: taking a key over (when its lease expired or was released)
 raises its `epoch`, and the owner renews `expires_at` from a thread of the lease while the
-run lives. `agent_checkpoints (id, key, checkpoint, writes, epoch)` holds the journal, and
-every write is one statement that changes it only while the lease row still carries the
-writer's epoch (renewing the lease in the same transaction). An owner that was paused or
-cut off past its lease and taken over finds its epoch gone: its next write raises
-`TUBELESS_AGENT_LEASE_LOST`, and since the journal writes each call's intent before the
-call starts, it dispatches nothing more. Expiry is measured by the database's clock, so
+run lives. `agent_checkpoints (id, key, checkpoint, writes, epoch)` holds the journal's
+snapshot and `agent_checkpoint_changes (id, seq, change)` the changes logged since. Every
+write or append is one statement that changes them only while the lease row still carries
+the writer's epoch (renewing the lease in the same transaction); a snapshot drops the
+change log in the same statement, and a read takes both in one statement. An owner that
+was paused or cut off past its lease and taken over finds its epoch gone: its next write
+raises `TUBELESS_AGENT_LEASE_LOST`, and since the journal writes each call's intent before
+the call starts, it dispatches nothing more. Expiry is measured by the database's clock, so
 workers' clocks need not agree.
 """
 
@@ -24,8 +26,10 @@ from typing import TYPE_CHECKING
 
 from tubeless._quote import quote
 from tubeless.agent._approvals import checkpoint_pending_approvals
-from tubeless.agent._checkpoint_store import busy_error
-from tubeless.agent._journal import KEY_CODE
+from tubeless.agent._checkpoint_lease import busy_error
+from tubeless.agent._durability import KEY_CODE
+from tubeless.agent._journal_changes import fold_changes
+from tubeless.agent._journal_document import finished, root_of
 from tubeless.agent._store_errors import WRITE_FAILED_CODE
 from tubeless.errors import AgentDefinitionError, AgentError, CheckpointStoreError
 
@@ -43,6 +47,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agent_checkpoints ("
     "id TEXT PRIMARY KEY, key TEXT NOT NULL, checkpoint TEXT NOT NULL, writes BIGINT NOT NULL, "
     "epoch BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    "CREATE TABLE IF NOT EXISTS agent_checkpoint_changes ("
+    "id TEXT NOT NULL, seq BIGINT NOT NULL, change TEXT NOT NULL, PRIMARY KEY (id, seq))",
 )
 _TTL = "now() + %(ttl)s * interval '1 second'"
 _TAKE = (
@@ -59,22 +65,42 @@ _RENEW = (
     "WHERE id = %(id)s AND epoch = %(epoch)s AND NOT released RETURNING epoch"
 )
 _WRITE = (
-    f"WITH held AS ({_RENEW}) "
-    "INSERT INTO agent_checkpoints AS saved (id, key, checkpoint, writes, epoch) "
+    f"WITH held AS ({_RENEW}), "
+    "written AS (INSERT INTO agent_checkpoints AS saved (id, key, checkpoint, writes, epoch) "
     "SELECT %(id)s, %(key)s, %(text)s, 1, epoch FROM held "
     "ON CONFLICT (id) DO UPDATE SET checkpoint = excluded.checkpoint, "
     "writes = saved.writes + 1, epoch = excluded.epoch, updated_at = now() "
-    "RETURNING writes"
+    "RETURNING writes), "
+    "dropped AS (DELETE FROM agent_checkpoint_changes "
+    "WHERE id = %(id)s AND EXISTS (SELECT 1 FROM held)) "
+    "SELECT writes FROM written"
+)
+_APPEND = (
+    f"WITH held AS ({_RENEW}) "
+    "INSERT INTO agent_checkpoint_changes AS logged (id, seq, change) "
+    "SELECT %(id)s, %(seq)s, %(text)s FROM held "
+    # the same change again: an append whose reply was lost is run again on reconnect
+    "ON CONFLICT (id, seq) DO UPDATE SET change = excluded.change RETURNING seq"
 )
 _RELEASE = (
     "UPDATE agent_leases SET released = TRUE, owner = NULL WHERE id = %(id)s AND epoch = %(epoch)s"
 )
-_TABLES_EXIST = "SELECT to_regclass('agent_leases') IS NOT NULL"
-_READ = "SELECT checkpoint FROM agent_checkpoints WHERE id = %s"
+_TABLES_EXIST = (
+    "SELECT to_regclass('agent_leases') IS NOT NULL, "
+    "to_regclass('agent_checkpoint_changes') IS NOT NULL"
+)
+_CHANGES = (
+    "ARRAY(SELECT change FROM agent_checkpoint_changes AS logged "
+    "WHERE logged.id = saved.id ORDER BY seq)"
+)
+_NO_CHANGES = "NULL::text[]"
+"""In place of `_CHANGES` when inspecting a database no lease of this release opened yet
+(it has no change log)."""
+_READ = "SELECT checkpoint, {changes} FROM agent_checkpoints AS saved WHERE id = %s"
 _KEYS = 'SELECT key FROM agent_checkpoints ORDER BY key COLLATE "C"'
 """Sorted as Python sorts strings (by code point, which is UTF-8 byte order)."""
 _EXPIRED = (
-    "SELECT lease.key, saved.checkpoint FROM agent_leases AS lease "
+    "SELECT lease.key, saved.checkpoint, {changes} FROM agent_leases AS lease "
     "LEFT JOIN agent_checkpoints AS saved ON saved.id = lease.id "
     "WHERE NOT lease.released AND lease.expires_at < now() - %s * interval '1 second' "
     'ORDER BY lease.key COLLATE "C"'
@@ -107,13 +133,25 @@ def _id(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _finished(text: str | None) -> bool:
+def _folded(row: tuple[object, ...]) -> str:
+    """The checkpoint of a `(snapshot, changes)` row with its change log replayed.
+
+    Raises:
+        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a damaged change log.
+    """
+    snapshot, changes = row
+    logged = changes if isinstance(changes, list) else []
+    return fold_changes(str(snapshot), [str(change) for change in logged])
+
+
+def _finished(row: tuple[object, ...]) -> bool:
     """Whether a checkpoint's root agent saved a result or a terminal failure."""
     try:
-        agent = json.loads(text)["agent"] if text is not None else None
-    except (ValueError, TypeError, KeyError, RecursionError):
+        document = json.loads(_folded(row)) if row[0] is not None else None
+        root = root_of(document) if isinstance(document, dict) else None
+    except (ValueError, RecursionError, AgentError):
         return False  # a corrupt checkpoint is listed: someone must look at it
-    return isinstance(agent, dict) and ("result" in agent or "failure" in agent)
+    return root is not None and finished(root[0])
 
 
 @typing.final
@@ -209,9 +247,12 @@ class PostgresCheckpointStore:
 
         session = Session(self._dsn, name="tubeless-checkpoints", fail=_write_failed)
         try:
-            if not session.execute(_TABLES_EXIST)[0][0]:
+            tables, logs = session.execute(_TABLES_EXIST)[0]
+            if not tables:
                 return []
-            return session.execute(sql, parameters)
+            return session.execute(
+                sql.format(changes=_CHANGES if logs else _NO_CHANGES), parameters
+            )
         finally:
             session.close()
 
@@ -225,7 +266,7 @@ class PostgresCheckpointStore:
         if "\x00" in key:
             return None  # no key holds NUL (see `acquire`)
         rows = self._query(_READ, (_id(key),))
-        return str(rows[0][0]) if rows else None
+        return _folded(rows[0]) if rows else None
 
     def recoverable(self, *, older_than: float = 0.0) -> list[str]:
         """Keys whose lease expired at least `older_than` seconds ago before they finished.
@@ -235,7 +276,7 @@ class PostgresCheckpointStore:
         run that was cancelled or waits for approval), is not listed.
         """
         rows = self._query(_EXPIRED, (float(older_than),))
-        return [str(key) for key, text in rows if not _finished(text)]  # type: ignore[arg-type]
+        return [str(row[0]) for row in rows if not _finished(row[1:])]
 
     def pending_approvals(self, key: str) -> tuple[PendingApproval, ...]:
         """The calls of execution `key` waiting for approval, read without leasing it.
@@ -256,6 +297,8 @@ class PostgresLease:
         self.epoch = epoch
         """The lease's fencing token: raised by every take-over of the key."""
         self._lost = False
+        self._logged: int | None = None
+        """Changes this lease logged since its last snapshot (`None` before its first)."""
         self._stop = threading.Event()
         self._closed = False
         self._renewer = threading.Thread(
@@ -283,8 +326,8 @@ class PostgresLease:
 
     def read(self) -> str | None:
         """The saved checkpoint text, or `None`."""
-        rows = self._session.execute(_READ, (_id(self._key),))
-        return str(rows[0][0]) if rows else None
+        rows = self._session.execute(_READ.format(changes=_CHANGES), (_id(self._key),))
+        return _folded(rows[0]) if rows else None
 
     def write(self, text: str) -> None:
         """Replace the checkpoint, only while this lease's epoch still holds the key.
@@ -294,9 +337,26 @@ class PostgresLease:
                 `TUBELESS_AGENT_CHECKPOINT_WRITE_FAILED` when the database refuses or
                 cannot be reached.
         """
+        self._fenced(_WRITE, text)
+        self._logged = 0
+
+    def append(self, change: str) -> None:
+        """Add `change` to the checkpoint's change log, only while this lease holds the key.
+
+        Called only after this lease's first `write` (whose snapshot it follows).
+
+        Raises:
+            AgentError: as `write`.
+        """
+        if self._logged is None:
+            raise _write_failed("a change was logged before the lease's first snapshot")
+        self._fenced(_APPEND, change, seq=self._logged + 1)
+        self._logged += 1
+
+    def _fenced(self, sql: str, text: str, **more: object) -> None:
         if self._closed:
             raise _write_failed("the lease is closed")
-        if self._lost or not self._session.execute(_WRITE, self._parameters(text=text)):
+        if self._lost or not self._session.execute(sql, self._parameters(text=text, **more)):
             self._lost = True
             raise lease_lost(self._key, repr(self._store))
 

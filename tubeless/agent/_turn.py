@@ -16,14 +16,15 @@ from tubeless.agent._approvals import (
     MISSING_CODE,
     needs_approval,
     rejected_outcome,
-    waiting,
 )
 from tubeless.agent._budget import Budget
 from tubeless.agent._cassette import Tape
 from tubeless.agent._deadline import AttemptThreads
 from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, prepare_child_options
-from tubeless.agent._journal import AgentJournal, Durability
+from tubeless.agent._durability import Durability
+from tubeless.agent._journal import AgentJournal
+from tubeless.agent._journal_document import ApprovalChoice, waiting
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._prepare import BatchPreparer, PreparedCall, prepare_result
 from tubeless.agent._repairs import (
@@ -374,7 +375,7 @@ class DecideStep:
             journal.still_waiting(invocation.agent_run_id)
             raise ApprovalRequiredError(journal.pending_approvals())
         calls = list(prepared)
-        chosen: dict[int, tuple[str, Any, Any]] = {}
+        chosen: dict[int, ApprovalChoice] = {}
         for index in indices:
             entry = entries[index]
             decision = decisions.get(entry["id"])
@@ -384,13 +385,14 @@ class DecideStep:
                 )
             if decision.kind == "reject":
                 assert decision.message is not None
-                chosen[index] = ("reject", None, rejected_outcome(entry, decision.message))
+                outcome = rejected_outcome(entry, decision.message)
+                chosen[index] = ApprovalChoice(kind="reject", outcome=outcome)
             elif decision.kind == "edit":
                 value = self._edited(calls[index], decision.input, journal)
                 calls[index] = dataclasses.replace(calls[index], input=value)
-                chosen[index] = ("edit", value, None)
+                chosen[index] = ApprovalChoice(kind="edit", input=value)
             else:
-                chosen[index] = ("approve", None, None)
+                chosen[index] = ApprovalChoice(kind="approve")
         raise_if_cancelled(context.signal)
         journal.decide_approvals(
             chosen, {index: decisions[entries[index]["id"]] for index in chosen}

@@ -15,9 +15,14 @@ What it promises, for as long as a name is listed here:
   so the agent's.
 - Seconds. `check_seconds(value, label)` checks a number of seconds as `timeout=` and
   `max_seconds` do, raising the same coded definition error.
+- Checkpoint change logs. `fold_changes(snapshot, changes)` returns the checkpoint text
+  a store holds as a snapshot and the changes appended since (`lease.append`), raising
+  `AgentError` `TUBELESS_AGENT_CHECKPOINT_INVALID` when they do not fit (for the stores
+  outside this package: `tubeless.testing.MemoryCheckpointStore`).
 """
 
+from tubeless.agent._journal_changes import fold_changes
 from tubeless.agent._limits import check_seconds
 from tubeless.agent._tools import source_tool
 
-__all__ = ["check_seconds", "source_tool"]
+__all__ = ["check_seconds", "fold_changes", "source_tool"]
