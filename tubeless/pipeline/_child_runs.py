@@ -65,7 +65,7 @@ def child_failure(
 
 def record_lock(context: ExecutionContext) -> AbstractContextManager[Any] | None:
     """The lock that serialises the records of the run tree behind `context`, if observed."""
-    channel = scope_of(context).channel
+    channel = scope_of(context).services.channel
     return None if channel is None else channel.lock
 
 
@@ -144,7 +144,7 @@ def set_extension(context: ExecutionContext, key: RunExtension[T], value: T) -> 
 
 def thread_pool_of(context: ExecutionContext) -> concurrent.futures.ThreadPoolExecutor | None:
     """The thread pool given in the root run's context (child runs share it), or `None`."""
-    return scope_of(context).thread_pool
+    return scope_of(context).services.thread_pool
 
 
 def meter_usage(context: ExecutionContext, read: Callable[[], Usage]) -> None:

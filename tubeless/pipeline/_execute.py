@@ -105,10 +105,10 @@ def execute_run(
     try:
         return run.execute(options, checked=options_checked, report=report)
     finally:
-        if parent is None and scope.channel is not None:
-            scope.channel.held.stop()
-            scope.channel.settle()
-            scope.channel.flush()
+        if parent is None and scope.services.channel is not None:
+            scope.services.channel.held.stop()
+            scope.services.channel.settle()
+            scope.services.channel.flush()
 
 
 def _lone_step(pipeline: Pipeline, plan: PipelinePlan, dry_run: bool) -> tuple[Step, bool] | None:
@@ -141,7 +141,7 @@ class _Run:
         self._scope = scope
         self._controls = controls
         self._plan = plan
-        self._started = scope.now()
+        self._started = scope.services.now()
         self._errors: list[Diagnostic] = []
         self._exceptions: list[BaseException | None] = []
 
@@ -180,7 +180,7 @@ class _Run:
             return self._complete(None)
         if observer is not None:
             self._emit_planned(observer)
-        if self._controls.max_concurrency == 1 and not scope.signal.is_set():
+        if self._controls.max_concurrency == 1 and not scope.services.signal.is_set():
             lone: tuple[Step, bool] | None = self._plan.memo.get(
                 _LONE_STEP[scope.dry_run], _UNKNOWN
             )
@@ -225,7 +225,7 @@ class _Run:
         outputs: dict[str, Any] = {}
         if finished is not None and finished.error is not None:
             self._fail(finished.error, outcome.exception)
-        elif as_is and observer is None and not scope.signal.is_set():
+        elif as_is and observer is None and not scope.services.signal.is_set():
             # The finalizer would hand the output back as it is: the run ends with the step.
             assert finished is not None
             return self._complete((True, outcome.output), (finished,), finished.finished_at_ms)
@@ -236,7 +236,7 @@ class _Run:
             # Observed, for a value: the step's record is sent, its report made only if needed.
             assert observer is not None
             if finalized[0]:
-                self._emit_completed(observer, (), True, scope.now())
+                self._emit_completed(observer, (), True, scope.services.now())
                 return ChildValue(finalized[1])
             finished = completed_report(step, outcome)
         return self._complete(finalized, (finished,))
@@ -277,7 +277,7 @@ class _Run:
                 "definitionIdentity": pipeline.definition.identity.to_dict(),
             },
         )
-        channel = self._scope.channel
+        channel = self._scope.services.channel
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
             snapshot = pipeline.definition.to_dict()
@@ -315,9 +315,9 @@ class _Run:
         self._emit("pipeline.finalize.started")
         # The clock times finalization (not the delivery of its first record) for its
         # records alone.
-        started = self._scope.now() if observed else 0
+        started = self._scope.services.now() if observed else 0
         try:
-            raise_if_cancelled(self._scope.signal)
+            raise_if_cancelled(self._scope.services.signal)
             context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
             value = self._pipeline.finalize_outputs(dict(outputs), context)
             if self._pipeline.result_schema is not None:
@@ -327,10 +327,10 @@ class _Run:
                     f"Pipeline {self._pipeline.id} final result",
                 )
         except Exception as error:
-            record = finalization_error(error, self._scope.signal)
+            record = finalization_error(error, self._scope.services.signal)
             self._fail(record, error)
             if observed:
-                ended = self._scope.now()
+                ended = self._scope.services.now()
                 self._emit(
                     "pipeline.finalize.failed",
                     at=ended,
@@ -339,7 +339,7 @@ class _Run:
                 )
             return False, None
         if observed:
-            ended = self._scope.now()
+            ended = self._scope.services.now()
             self._emit("pipeline.finalize.completed", at=ended, durationMs=ended - started)
         return True, value
 
@@ -362,7 +362,7 @@ class _Run:
             dry_run=self._controls.dry_run,
             status=run_status(errors),
             started_at_ms=self._started,
-            finished_at_ms=scope.now() if finished is None else finished,
+            finished_at_ms=scope.services.now() if finished is None else finished,
             errors=errors,
             steps=reports,
             finalized=done,

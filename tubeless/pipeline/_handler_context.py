@@ -62,6 +62,24 @@ def raise_if_cancelled(signal: threading.Event) -> None:
         raise RunCancelledError(cancellation_message(signal))
 
 
+@dataclasses.dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class RunServices:
+    """What every run of one tree shares: made once for the root, handed to each child."""
+
+    signal: threading.Event
+    """Set to cancel the run and every child run."""
+    log: PipelineLogger
+    now: Callable[[], int]
+    """Milliseconds since the epoch."""
+    sleep: Callable[[float, threading.Event], None]
+    """Sleeps the given seconds, waking early when the event is set."""
+    cwd: str
+    channel: TraceChannel | None
+    """Where the tree's trace records go, when it is traced or hooked."""
+    thread_pool: concurrent.futures.ThreadPoolExecutor | None
+    """The application's pool for batches, when it gave one."""
+
+
 @dataclasses.dataclass(slots=True, eq=False, kw_only=True)
 class RunScope:
     """Everything one run shares between its steps (internal)."""
@@ -72,16 +90,10 @@ class RunScope:
     correlation_id: str | None
     item_key: str | None
     iteration: dict[str, Any] | None
-    signal: threading.Event
-    log: PipelineLogger
-    now: Callable[[], int]
-    sleep: Callable[[float, threading.Event], None]
-    cwd: str
+    services: RunServices
     dry_run: bool
-    channel: TraceChannel | None = None
     observer: RunObserver | None = None
     options: Any = None
-    thread_pool: concurrent.futures.ThreadPoolExecutor | None = None
     extensions: Extensions = dataclasses.field(default_factory=dict)
     """The values layers above the core carry in this run (`RunExtension` keys)."""
     _attempts: Iterator[int] = dataclasses.field(
@@ -97,7 +109,8 @@ class RunScope:
 
     def trace_context(self) -> dict[str, Any] | None:
         """`{runId, parentRunId, correlationId, itemKey, iteration}` when tracing is on."""
-        if self.channel is None or not self.channel.tracing:
+        channel = self.services.channel
+        if channel is None or not channel.tracing:
             return None
         return {
             "runId": self.run_id,
@@ -158,7 +171,7 @@ class StepLogger:
                 fields["attemptId"] = self._attempt_id
             message = bounded_text(text, TRACE_MESSAGE_LIMIT)
             observer.emit("pipeline.log", {"level": level, "message": message}, **fields)
-        base: PipelineLogger = self._scope.log
+        base: PipelineLogger = self._scope.services.log
         {"log": base.info, "warn": base.warning, "error": base.error}[level](text)
 
     def info(self, message: object, *params: object) -> None:
@@ -219,11 +232,11 @@ class ExecutionContext:
 
     @property
     def signal(self) -> threading.Event:
-        return self._scope.signal
+        return self._scope.services.signal
 
     @property
     def cwd(self) -> str:
-        return self._scope.cwd
+        return self._scope.services.cwd
 
     @property
     def trace(self) -> dict[str, Any] | None:
@@ -240,13 +253,13 @@ class ExecutionContext:
 
     def now(self) -> int:
         """Return the run clock's time in epoch milliseconds."""
-        return self._scope.now()
+        return self._scope.services.now()
 
     def sleep(self, seconds: float) -> None:
         """Sleep up to `seconds`; raise `RunCancelledError` if the run is cancelled meanwhile."""
-        signal = self._scope.signal
+        signal = self._scope.services.signal
         raise_if_cancelled(signal)
-        self._scope.sleep(seconds, signal)
+        self._scope.services.sleep(seconds, signal)
         raise_if_cancelled(signal)
 
 
@@ -271,7 +284,7 @@ class StepContext(ExecutionContext):
 
     def close(self) -> None:
         """Send the latest held-back progress, then stop accepting progress (settled)."""
-        channel = self._scope.channel
+        channel = self._scope.services.channel
         if channel is None:
             self._active = False
             return
@@ -315,11 +328,11 @@ class StepContext(ExecutionContext):
         An `urgent` report (a failure, a new iteration) goes out at once, whatever the
         interval: throttling may merge updates but must not hold those back.
         """
-        channel = self._scope.channel
+        channel = self._scope.services.channel
         if self._scope.observer is None or not self._active or channel is None:
             return
         with channel.lock:
-            now = self._scope.now()
+            now = self._scope.services.now()
             last = self._last_progress_ms
             if not urgent and last is not None and now - last < PROGRESS_INTERVAL_MS:
                 self._pending = source
@@ -336,7 +349,7 @@ class StepContext(ExecutionContext):
         pending, self._pending = self._pending, None
         if pending is None or not self._active:
             return
-        self._last_progress_ms = self._scope.now()
+        self._last_progress_ms = self._scope.services.now()
         self._emit_progress(progress_payload(*pending()))
 
     def _emit_progress(self, progress: dict[str, Any]) -> None:

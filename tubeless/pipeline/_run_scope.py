@@ -14,6 +14,7 @@ from tubeless.pipeline._controls import RunContext
 from tubeless.pipeline._extensions import RunExtension, child_extensions, root_extensions
 from tubeless.pipeline._handler_context import (
     RunScope,
+    RunServices,
     default_logger,
     default_now,
     default_sleep,
@@ -56,15 +57,17 @@ def scope_for_root(
         correlation_id=context.correlation_id,
         item_key=None,
         iteration=None,
-        signal=context.signal if context.signal is not None else threading.Event(),
-        log=log,
-        now=context.now or default_now,
-        sleep=context.sleep or default_sleep,
-        cwd=context.cwd or os.getcwd(),
+        services=RunServices(
+            signal=context.signal if context.signal is not None else threading.Event(),
+            log=log,
+            now=context.now or default_now,
+            sleep=context.sleep or default_sleep,
+            cwd=context.cwd or os.getcwd(),
+            channel=channel,
+            thread_pool=context.thread_pool,
+        ),
         dry_run=dry_run,
-        channel=channel,
         extensions=root_extensions(context),
-        thread_pool=context.thread_pool,
     ), hooks
 
 
@@ -76,13 +79,13 @@ def scope_for_child(
     dry_run: bool,
     extensions: Mapping[RunExtension[Any], Any] | None = None,
 ) -> RunScope:
-    """A child run's scope: the parent's signal, channel, logger, clock, sleep and cwd.
+    """A child run's scope: the parent's services (signal, channel, logger, clock, sleep, cwd).
 
     The child waits here while a sink slower than the run has a full queue (its start is
     where the thread holds none of the run's locks).
     """
-    if parent.channel is not None:
-        parent.channel.wait_for_room()
+    if parent.services.channel is not None:
+        parent.services.channel.wait_for_room()
     return RunScope(
         pipeline_id=pipeline_id,
         run_id=new_run_id(pipeline_id),
@@ -90,21 +93,15 @@ def scope_for_child(
         correlation_id=parent.correlation_id,
         item_key=item_key,
         iteration=iteration,
-        signal=parent.signal,
-        log=parent.log,
-        now=parent.now,
-        sleep=parent.sleep,
-        cwd=parent.cwd,
+        services=parent.services,
         dry_run=dry_run,
-        channel=parent.channel,
         extensions=child_extensions(parent.extensions, extensions),
-        thread_pool=parent.thread_pool,
     )
 
 
 def observer_for(scope: RunScope, hooks: Sequence[dict[str, Hook]]) -> RunObserver | None:
     """The observer of the run of `scope`, or `None` when no sink or hook would see it."""
-    channel = scope.channel
+    channel = scope.services.channel
     if channel is None or not (channel.tracing or hooks):
         return None
     base: dict[str, Any] = {"pipelineId": scope.pipeline_id, "runId": scope.run_id}
@@ -116,4 +113,4 @@ def observer_for(scope: RunScope, hooks: Sequence[dict[str, Hook]]) -> RunObserv
     ):
         if value is not None:
             base[key] = value
-    return RunObserver(channel, hooks, base, scope.now)
+    return RunObserver(channel, hooks, base, scope.services.now)

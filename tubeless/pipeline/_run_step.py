@@ -82,7 +82,7 @@ def run_step(
             decision = normalize_skip_decision(step.skip(inputs, ExecutionContext(scope, step.id)))
         except Exception as error:
             return _failed(scope, index, step, error, begin_attempt(scope, step))
-        if scope.signal.is_set():
+        if scope.services.signal.is_set():
             return StepOutcome(index, cancelled_before_start=True)
         if decision is not None:
             return _publish(scope, index, step, decision.value, None, decision)
@@ -101,7 +101,7 @@ def run_step(
 
 def begin_attempt(scope: RunScope, step: Step) -> Attempt:
     """Begin an attempt of `step` now: its id, its start, its `step.running` record."""
-    attempt = Attempt(scope.next_attempt_id(), scope.now())
+    attempt = Attempt(scope.next_attempt_id(), scope.services.now())
     observer = scope.observer
     if observer is not None:
         observer.emit(
@@ -121,7 +121,7 @@ def settle_unstarted(scope: RunScope, step: Step, status: StepStatus, **fields: 
     report = StepReport(
         id=step.id,
         status=status,
-        finished_at_ms=scope.now(),
+        finished_at_ms=scope.services.now(),
         name=step.name,
         description=step.description,
         **fields,
@@ -152,10 +152,10 @@ def _publish(
     if not report and skip is None:
         assert attempt is not None
         if observer is None:
-            if not scope.signal.is_set():
+            if not scope.services.signal.is_set():
                 return StepOutcome(index, None, value)
         else:
-            finished_at = scope.now()
+            finished_at = scope.services.now()
             name, payload, fields = terminal_record_of(
                 "completed", step.id, attempt.id, attempt.started_at_ms, finished_at
             )
@@ -164,7 +164,7 @@ def _publish(
     finished = StepReport(
         id=step.id,
         status="completed" if skip is None else "skipped",
-        finished_at_ms=scope.now(),
+        finished_at_ms=scope.services.now(),
         name=step.name,
         description=step.description,
         attempt_id=None if attempt is None else attempt.id,
@@ -194,11 +194,11 @@ def completed_report(step: Step, outcome: StepOutcome) -> StepReport:
 def _failed(
     scope: RunScope, index: int, step: Step, error: Exception, attempt: Attempt
 ) -> StepOutcome:
-    record = step_error(error, scope.signal, step.id)
+    record = step_error(error, scope.services.signal, step.id)
     report = StepReport(
         id=step.id,
         status="cancelled" if record.kind == "cancellation" else "failed",
-        finished_at_ms=scope.now(),
+        finished_at_ms=scope.services.now(),
         name=step.name,
         description=step.description,
         attempt_id=attempt.id,

@@ -117,7 +117,7 @@ class StepScheduler:
                     return
                 if not self._ready(index):
                     continue
-                if self._scope.signal.is_set():
+                if self._scope.services.signal.is_set():
                     self._cancel_from(index, pending)
                     return
                 pending.remove(index)
@@ -188,7 +188,7 @@ class StepScheduler:
     def _cancel_from(self, index: int, pending: list[int], *, include: bool = False) -> None:
         step_id = self._order[index].id
         error = to_diagnostic(
-            RunCancelledError(cancellation_message(self._scope.signal)),
+            RunCancelledError(cancellation_message(self._scope.services.signal)),
             code="TUBELESS_RUN_CANCELLED",
             kind="cancellation",
             phase="execution",
