@@ -17,12 +17,35 @@ __all__ = [
     "TRACE_FAN_OUT_CAUSE_DEPTH_LIMIT",
     "TRACE_MESSAGE_LIMIT",
     "TRACE_RECORD_BYTE_LIMIT",
+    "TRACE_RECORD_NAMES",
     "TRACE_SNAPSHOT_BYTE_LIMIT",
+    "TRACE_VERSION",
     "json_bytes",
     "record_problem",
     "record_size_problem",
     "relation_problem",
 ]
+
+TRACE_VERSION = 3
+"""The version every record is written with."""
+
+TRACE_RECORD_NAMES = (
+    "pipeline.started",
+    "step.planned",
+    "step.running",
+    "step.attempted",
+    "step.artifact",
+    "pipeline.log",
+    "step.complete",
+    "step.skipped",
+    "step.failed",
+    "step.cancelled",
+    "pipeline.finalize.started",
+    "pipeline.finalize.completed",
+    "pipeline.finalize.failed",
+    "pipeline.completed",
+)
+"""Every record kind, in the order a run emits them."""
 
 TRACE_DETAIL_BYTE_LIMIT = 262144
 """At most this many bytes of compact UTF-8 JSON for a progress record's `details`."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tubeless.errors import TraceRecordError
-from tubeless.trace._wire import RecordHead, TraceRecord, payload_json, shared_field_json
+from tubeless.trace._encoding import json_text, payload_json, shared_field_json
 
 __all__ = [
     "COLUMNS",
@@ -41,10 +41,6 @@ _TEXT_FIELDS = (
 _INT64 = 2**63
 
 Row = tuple[Any, ...]
-
-
-# One encoder, built once: `json.dumps` with options builds a new encoder per call.
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _column_number(value: int | float, integer_column: bool) -> tuple[int | float, bool]:
@@ -95,25 +91,18 @@ def record_row(record: dict[str, Any]) -> Row:
         timestamp,
         duration,
         payload_json(record),
-        None if error is None else _dumps(error),
+        None if error is None else json_text(error),
         _extra_json(record, extra),
     )
 
 
 def _extra_json(record: dict[str, Any], extra: dict[str, Any]) -> str | None:
-    """`extra`'s JSON; for a run's record, its shared `iteration` is encoded once per run."""
+    """`extra`'s JSON; a run's `iteration` (shared by its records) is encoded once a run."""
     if not extra:
         return None
-    if type(record) is not TraceRecord:
-        return _dumps(extra)
     parts = []
     for key, value in extra.items():  # plain ASCII names: "iteration", "durationMs", ...
-        if key == "iteration":
-            text = shared_field_json(record, key)
-        elif type(value) is int:
-            text = int.__repr__(value)
-        else:
-            text = _dumps(value)
+        text = shared_field_json(record, key) if key == "iteration" else json_text(value)
         parts.append(f'"{key}":{text}')
     return f"{{{','.join(parts)}}}"
 
@@ -121,93 +110,12 @@ def _extra_json(record: dict[str, Any], extra: dict[str, Any]) -> str | None:
 def store_row(record: dict[str, Any]) -> Row:
     """`record_row(record)`, refused as `check_row_text` refuses it: what the store buffers.
 
-    A run's record takes the columns of its run's shared fields from its head, where they
-    are worked out and checked once per run; only the record's own text is checked here.
-
     Raises:
         TraceRecordError: as `check_row_text` does.
     """
-    if type(record) is TraceRecord:
-        head: RecordHead | None = getattr(record, "_head", None)
-        row = None if head is None else _run_row(record, head)
-        if row is not None:
-            return row
     row = record_row(record)
     check_row_text(row)
     return row
-
-
-_HeadColumns = tuple[int, str, str | None, str | None, str, str | None, str | None]
-"""`version`, `run_id`, `correlation_id`, `parent_run_id`, `pipeline_id`, `item_key`, and
-the `"iteration":...` text that starts `extra_json` (`None` without an iteration)."""
-
-
-def _head_columns(head: RecordHead) -> _HeadColumns | None:
-    """The columns `head`'s fields give every row of the run; `None` if any is unusual."""
-    columns: _HeadColumns | tuple[()] | None = head.row_columns
-    if columns is None:
-        fields = head.fields
-        version = fields["version"]
-        iteration = None
-        if "iteration" in fields:
-            iteration = f'"iteration":{head.field_json("iteration")}'
-        columns = (
-            version,
-            fields["runId"],
-            fields.get("correlationId"),
-            fields.get("parentRunId"),
-            fields["pipelineId"],
-            fields.get("itemKey"),
-            iteration,
-        )
-        try:
-            check_row_text(columns)
-        except TraceRecordError:
-            columns = ()
-        if type(version) is not int or not -_INT64 <= version < _INT64:
-            columns = ()
-        head.row_columns = columns
-    return columns or None
-
-
-def _run_row(record: TraceRecord, head: RecordHead) -> Row | None:
-    """`store_row` of a run's record, or `None` when it takes the general path."""
-    columns = _head_columns(head)
-    timestamp = record["timestampMs"]
-    if columns is None or type(timestamp) is not int or not -_INT64 <= timestamp < _INT64:
-        return None
-    version, run_id, correlation_id, parent_run_id, pipeline_id, item_key, iteration = columns
-    duration = record.get("durationMs")
-    if duration is None or type(duration) is float:
-        extra = None if iteration is None else f"{{{iteration}}}"
-    elif type(duration) is int and -_INT64 <= duration < _INT64:
-        # A REAL column would read an int duration back as a float: `extra_json` keeps it.
-        text = f'"durationMs":{int.__repr__(duration)}'
-        extra = f"{{{text}}}" if iteration is None else f"{{{iteration},{text}}}"
-        duration = float(duration)
-    else:
-        return None
-    step_id, attempt_id = record.get("stepId"), record.get("attemptId")
-    payload = payload_json(record)
-    error = record.get("error")
-    error_text = None if error is None else _dumps(error)
-    check_row_text((step_id, attempt_id, payload, error_text))
-    return (
-        version,
-        run_id,
-        correlation_id,
-        parent_run_id,
-        pipeline_id,
-        step_id,
-        attempt_id,
-        item_key,
-        record["name"],
-        timestamp,
-        duration,
-        payload,
-        error_text,
-        extra,
-    )
 
 
 def check_row_text(row: Row) -> None:
