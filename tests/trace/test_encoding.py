@@ -130,3 +130,12 @@ def test_a_shared_payload_encodes_as_json_dumps(payload: dict[str, Any]) -> None
     expected = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     assert payload_json({"payload": shared}) == expected
     assert payload_json({"payload": shared}) is payload_json({"payload": shared})
+
+
+def test_a_cycle_is_refused_as_json_dumps_refuses_it() -> None:
+    """A value holding itself raises the `ValueError` `json.dumps` raises, not a recursion."""
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference detected") as caught:
+        payload_json({"payload": {"rows": cycle}})
+    assert type(caught.value) is ValueError

@@ -19,9 +19,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from tubeless.trace._rules import TRACE_RECORD_NAMES, TRACE_VERSION
-
 __all__ = [
+    "TRACE_RECORD_NAMES",
+    "TRACE_VERSION",
     "EncodedRecord",
     "RecordHead",
     "SharedPayload",
@@ -33,14 +33,52 @@ __all__ = [
     "shared_field_json",
 ]
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-json_text = _encode
-"""The compact JSON text of one value (`json.dumps` with compact separators and
-`ensure_ascii=False`, from one encoder made once)."""
+TRACE_VERSION = 3
+"""The version every record is written with."""
+
+TRACE_RECORD_NAMES = (
+    "pipeline.started",
+    "step.planned",
+    "step.running",
+    "step.attempted",
+    "step.artifact",
+    "pipeline.log",
+    "step.complete",
+    "step.skipped",
+    "step.failed",
+    "step.cancelled",
+    "pipeline.finalize.started",
+    "pipeline.finalize.completed",
+    "pipeline.finalize.failed",
+    "pipeline.completed",
+)
+"""Every record kind, in the order a run emits them."""
+
+_checked = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_unchecked = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, check_circular=False
+).encode
+"""The stdlib's compact JSON without tracking every container: twice as fast on a
+progress payload's rows. A cycle then ends in `RecursionError`, which `_encode` words."""
+
+
+def _encode(value: Any) -> str:
+    """The stdlib's compact JSON of `value` (it builds a C encoder per call, but a string's).
+
+    Raises:
+        TypeError, ValueError, RecursionError: as `json.dumps` does.
+    """
+    try:
+        return _unchecked(value)
+    except RecursionError:
+        return _checked(value)  # "Circular reference detected", as `json.dumps` says
+
 
 _TEXT_LIMIT = 4096
 _KEY_TEXTS: dict[str, str] = {}
-"""`,"key":` for every field name after the head that a run's record has carried."""
+"""`,"key":` for the field names encoded so far: a record's own and a flat payload's."""
+_RUN_STRING_LIMIT = 256
+"""At most this many string values' JSON kept per run."""
 _NAME_TEXTS = {name: f'"name":{_encode(name)},' for name in TRACE_RECORD_NAMES}
 
 
@@ -85,13 +123,16 @@ class RecordHead:
     field name's and each own value's, and is the text `json.dumps` gives the record.
     """
 
-    __slots__ = ("_count", "_field_texts", "_fields", "_json")
+    __slots__ = ("_count", "_field_texts", "_fields", "_json", "_string_texts")
 
     def __init__(self, shared: Mapping[str, Any]) -> None:
         self._fields = {"version": TRACE_VERSION, "name": None, **shared}
         self._count = len(self._fields)
         self._json: str | None = None
+        """The shared fields' JSON members, `"pipelineId":...,"runId":...`."""
         self._field_texts: dict[str, str] = {}
+        self._string_texts: dict[str, str] = {}
+        """The JSON of string values the run's records repeat (step and attempt ids)."""
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -102,7 +143,7 @@ class RecordHead:
         """The compact JSON of the shared field `key`, encoded once for the run."""
         text = self._field_texts.get(key)
         if text is None:
-            text = self._field_texts[key] = _encode(self._fields[key])
+            text = self._field_texts[key] = json_text(self._fields[key])
         return text
 
     def record(self, name: str) -> TraceRecord:
@@ -116,22 +157,30 @@ class RecordHead:
         """`record`'s text, from the head's JSON and each own field's."""
         shared = self._json
         if shared is None:
-            shared = self._json = _encode(dict(itertools.islice(self._fields.items(), 2, None)))
+            fields = dict(itertools.islice(self._fields.items(), 2, None))
+            shared = self._json = _encode(fields)[1:-1]
         payload_text = _payload_text(record["payload"])
         version, name = record["version"], record["name"]
-        if type(version) is not int or name not in _NAME_TEXTS or shared == "{}":
+        if type(version) is not int or name not in _NAME_TEXTS or not shared:
             return EncodedRecord(_encode(record) + "\n", payload_text)
-        parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared[1:-1]]
-        append, keys = parts.append, _KEY_TEXTS
+        parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared]
+        append, keys, strings = parts.append, _KEY_TEXTS, self._string_texts
         for key, value in itertools.islice(record.items(), self._count, None):
             append(keys.get(key) or _key_text(key))
             kind = type(value)
             if key == "payload":
                 append(payload_text)
+            elif kind is str:
+                text = strings.get(value)
+                if text is None:
+                    text = _unchecked(value)
+                    if len(strings) < _RUN_STRING_LIMIT:
+                        strings[value] = text
+                append(text)
             elif kind is int:
                 append(int.__repr__(value))
             else:
-                append(_encode(value))
+                append(json_text(value))
         append("}\n")
         return EncodedRecord("".join(parts), payload_text)
 
@@ -166,19 +215,35 @@ def encode(record: Mapping[str, Any]) -> EncodedRecord:
 
 
 def _payload_text(payload: Any) -> str:
-    kind = type(payload)
-    if kind is SharedPayload:
+    if type(payload) is SharedPayload:
         text: str | None = getattr(payload, "_json", None)
         if text is None:
             text = payload._json = _encode(payload)
         return text
-    return _flat_text(payload) if kind is dict else _encode(payload)
+    return json_text(payload)
+
+
+def json_text(value: Any) -> str:
+    """Return `value` as compact JSON: `json.dumps(value, separators=(",", ":"),
+    ensure_ascii=False)`, byte for byte.
+
+    A string, an integer, and a dict holding only those, booleans and `None` under string
+    keys (most payloads) are put together here: for anything else the stdlib builds an
+    encoder per call, which costs more than such small text.
+
+    Raises:
+        TypeError, ValueError, RecursionError: as `json.dumps` does.
+    """
+    kind = type(value)
+    if kind is str:
+        return _unchecked(value)
+    if kind is int:
+        return int.__repr__(value)
+    return _flat_text(value) if kind is dict else _encode(value)
 
 
 def _flat_text(value: dict[Any, Any]) -> str:
-    """`_encode(value)`, put together here when `value` holds only strings, ints, booleans
-    and `None` under string keys (most payloads): the stdlib builds an encoder per call,
-    which costs more than such a small object's text."""
+    """`_encode(value)`, put together here when `value` is flat (see `json_text`)."""
     if not value:
         return "{}"
     parts: list[str] = []
@@ -191,7 +256,7 @@ def _flat_text(value: dict[Any, Any]) -> str:
             key_text = _key_text(key)
         kind = type(item)
         if kind is str:
-            append(key_text + _encode(item))
+            append(key_text + _unchecked(item))
         elif kind is int:
             append(key_text + int.__repr__(item))
         elif item is None:
@@ -223,7 +288,7 @@ def shared_field_json(record: Mapping[str, Any], key: str) -> str:
     head: RecordHead | None = getattr(record, "_head", None)
     if type(record) is TraceRecord and head is not None and key in head.fields and key != "name":
         return head.field_json(key)
-    return _encode(record[key])
+    return json_text(record[key])
 
 
 def kept_record(record: dict[str, Any]) -> dict[str, Any]:

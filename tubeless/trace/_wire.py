@@ -19,11 +19,9 @@ from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_
 from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
-from tubeless.trace._encoding import TraceRecord
+from tubeless.trace._encoding import TRACE_RECORD_NAMES, TRACE_VERSION, TraceRecord
 from tubeless.trace._rules import (
     TRACE_DETAIL_BYTE_LIMIT,
-    TRACE_RECORD_NAMES,
-    TRACE_VERSION,
     record_problem,
     record_size_problem,
     relation_problem,
