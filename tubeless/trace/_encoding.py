@@ -91,6 +91,11 @@ class EncodedRecord(NamedTuple):
     """The JSON of the record's `payload` (the same text the line holds)."""
 
 
+def _encoded(line: str, payload: str) -> EncodedRecord:
+    """`EncodedRecord(line, payload)` without the Python-level `__new__` a named tuple has."""
+    return tuple.__new__(EncodedRecord, (line, payload))
+
+
 class SharedPayload(dict[str, Any]):
     """A payload object sent unchanged with many records: its JSON is made once.
 
@@ -162,7 +167,7 @@ class RecordHead:
         payload_text = _payload_text(record["payload"])
         version, name = record["version"], record["name"]
         if type(version) is not int or name not in _NAME_TEXTS or not shared:
-            return EncodedRecord(_encode(record) + "\n", payload_text)
+            return _encoded(_encode(record) + "\n", payload_text)
         parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared]
         append, keys, strings = parts.append, _KEY_TEXTS, self._string_texts
         for key, value in itertools.islice(record.items(), self._count, None):
@@ -182,7 +187,7 @@ class RecordHead:
             else:
                 append(json_text(value))
         append("}\n")
-        return EncodedRecord("".join(parts), payload_text)
+        return _encoded("".join(parts), payload_text)
 
 
 def _key_text(key: str) -> str:
@@ -202,12 +207,12 @@ def encode(record: Mapping[str, Any]) -> EncodedRecord:
             not JSON.
     """
     if type(record) is not TraceRecord:
-        return EncodedRecord(_encode(record) + "\n", _payload_text(record["payload"]))
+        return _encoded(_encode(record) + "\n", _payload_text(record["payload"]))
     encoded: EncodedRecord | None = getattr(record, "_encoded", None)
     if encoded is None:
         head: RecordHead | None = getattr(record, "_head", None)
         if head is None:
-            encoded = EncodedRecord(_encode(record) + "\n", _payload_text(record["payload"]))
+            encoded = _encoded(_encode(record) + "\n", _payload_text(record["payload"]))
         else:
             encoded = head.encode(record)
         record._encoded = encoded
@@ -227,9 +232,9 @@ def json_text(value: Any) -> str:
     """Return `value` as compact JSON: `json.dumps(value, separators=(",", ":"),
     ensure_ascii=False)`, byte for byte.
 
-    A string, an integer, and a dict holding only those, booleans and `None` under string
-    keys (most payloads) are put together here: for anything else the stdlib builds an
-    encoder per call, which costs more than such small text.
+    A string, an integer and a dict (most payloads) are put together here, a dict's
+    strings, integers, booleans, `None` and dicts alike: for each other value (a list, a
+    float) the stdlib builds an encoder, which costs more than a small object's text.
 
     Raises:
         TypeError, ValueError, RecursionError: as `json.dumps` does.
@@ -239,11 +244,16 @@ def json_text(value: Any) -> str:
         return _unchecked(value)
     if kind is int:
         return int.__repr__(value)
-    return _flat_text(value) if kind is dict else _encode(value)
+    if kind is not dict:
+        return _encode(value)
+    try:
+        return _dict_text(value)
+    except RecursionError:
+        return _encode(value)  # words a cycle as `json.dumps` does
 
 
-def _flat_text(value: dict[Any, Any]) -> str:
-    """`_encode(value)`, put together here when `value` is flat (see `json_text`)."""
+def _dict_text(value: dict[Any, Any]) -> str:
+    """`_encode(value)` of a dict, put together here (see `json_text`)."""
     if not value:
         return "{}"
     parts: list[str] = []
@@ -259,14 +269,14 @@ def _flat_text(value: dict[Any, Any]) -> str:
             append(key_text + _unchecked(item))
         elif kind is int:
             append(key_text + int.__repr__(item))
+        elif kind is dict:
+            append(key_text + _dict_text(item))
         elif item is None:
             append(key_text + "null")
-        elif item is True:
-            append(key_text + "true")
-        elif item is False:
-            append(key_text + "false")
+        elif kind is bool:
+            append(key_text + ("true" if item else "false"))
         else:
-            return _encode(value)
+            append(key_text + _encode(item))
     parts[0] = "{" + parts[0][1:]
     append("}")
     return "".join(parts)
