@@ -116,7 +116,7 @@ class TraceRecord(dict[str, Any]):
     """
 
     __slots__ = ("_encoded", "_head")
-    _encoded: EncodedRecord
+    _encoded: EncodedRecord | None
     _head: RecordHead
 
 
@@ -156,6 +156,7 @@ class RecordHead:
         record = TraceRecord(self._fields)
         record["name"] = name
         record._head = self
+        record._encoded = None  # set: reading an unset slot raises inside `getattr`
         return record
 
     def encode(self, record: TraceRecord) -> EncodedRecord:
@@ -287,17 +288,19 @@ def payload_json(record: Mapping[str, Any]) -> str:
 
     A run's record that `encode` encoded already gives the text its line holds.
     """
-    encoded: EncodedRecord | None = getattr(record, "_encoded", None)
-    if encoded is not None and type(record) is TraceRecord:
-        return encoded.payload
+    if type(record) is TraceRecord:
+        encoded: EncodedRecord | None = getattr(record, "_encoded", None)
+        if encoded is not None:
+            return encoded.payload
     return _payload_text(record["payload"])
 
 
 def shared_field_json(record: Mapping[str, Any], key: str) -> str:
     """Return the compact JSON of `record[key]`; a run's shared field is encoded once a run."""
-    head: RecordHead | None = getattr(record, "_head", None)
-    if type(record) is TraceRecord and head is not None and key in head.fields and key != "name":
-        return head.field_json(key)
+    if type(record) is TraceRecord:
+        head: RecordHead | None = getattr(record, "_head", None)
+        if head is not None and key in head.fields and key != "name":
+            return head.field_json(key)
     return json_text(record[key])
 
 

@@ -59,24 +59,25 @@ def _column_number(value: int | float, integer_column: bool) -> tuple[int | floa
 
 def record_row(record: dict[str, Any]) -> Row:
     """Return the table row (columns in `COLUMNS` order) that stores `record` exactly."""
-    extra: dict[str, Any] = {}
+    # `extra_json`'s members, in this order: `iteration`, then the fields a column loses.
+    extra: list[str] = []
     if "iteration" in record:
-        extra["iteration"] = record["iteration"]
+        extra.append(f'"iteration":{shared_field_json(record, "iteration")}')
     version = record["version"]
     if type(version) is not int:
         version, lossy = _column_number(version, True)
         if lossy:
-            extra["version"] = record["version"]
+            extra.append(f'"version":{json_text(record["version"])}')
     timestamp = record["timestampMs"]
     if type(timestamp) is not int or not -_INT64 <= timestamp < _INT64:
         timestamp, lossy = _column_number(timestamp, True)
         if lossy:
-            extra["timestampMs"] = record["timestampMs"]
+            extra.append(f'"timestampMs":{json_text(record["timestampMs"])}')
     duration = record.get("durationMs")
     if duration is not None and type(duration) is not float:
         duration, lossy = _column_number(duration, False)
         if lossy:
-            extra["durationMs"] = record["durationMs"]
+            extra.append(f'"durationMs":{json_text(record["durationMs"])}')
     error = record.get("error")
     return (
         version,
@@ -92,19 +93,8 @@ def record_row(record: dict[str, Any]) -> Row:
         duration,
         payload_json(record),
         None if error is None else json_text(error),
-        _extra_json(record, extra),
+        f"{{{','.join(extra)}}}" if extra else None,
     )
-
-
-def _extra_json(record: dict[str, Any], extra: dict[str, Any]) -> str | None:
-    """`extra`'s JSON; a run's `iteration` (shared by its records) is encoded once a run."""
-    if not extra:
-        return None
-    parts = []
-    for key, value in extra.items():  # plain ASCII names: "iteration", "durationMs", ...
-        text = shared_field_json(record, key) if key == "iteration" else json_text(value)
-        parts.append(f'"{key}":{text}')
-    return f"{{{','.join(parts)}}}"
 
 
 def store_row(record: dict[str, Any]) -> Row:
