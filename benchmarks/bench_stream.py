@@ -25,7 +25,7 @@ from _measure import format_table
 from bench_agent import AgentFigures, build_agent, run_agent
 
 from tubeless.testing import MemoryTraceSink
-from tubeless.trace import NdjsonTraceSink, TraceRecord
+from tubeless.trace import NdjsonTraceSink
 from tubeless.trace.lowlevel import RecordHead
 
 REPEATS = 3
@@ -78,9 +78,7 @@ def _replay_seconds(steps: list[Step], sink: MemoryTraceSink | NdjsonTraceSink) 
     try:
         started = time.perf_counter()
         for head, name, timestamp, own, payload in steps:
-            record = TraceRecord(head.fields)  # `head.record(name)`, inlined as runs do
-            record["name"] = name
-            record._head = head
+            record = head.record(name)
             record["timestampMs"] = timestamp
             if own:
                 record.update(own)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -11,8 +10,7 @@ from typing import Any, Literal
 from tubeless import agent, errors, trace
 from tubeless._quote import quote as _quote
 from tubeless.agent.lowlevel import fold_changes as _fold_changes
-
-_TraceRecord = trace.TraceRecord
+from tubeless.trace.lowlevel import kept_record as _kept_record
 
 Cassette = agent.Cassette
 CassetteDocument = agent.CassetteDocument
@@ -63,11 +61,8 @@ class MemoryTraceSink:
             TraceRecordError: when `record` is not a valid trace record.
             TraceSinkError: when the sink is closed, or `fail_after` records were taken.
         """
-        # A run's own records are already checked and never change; check and copy
-        # anything else.
-        if type(record) is not _TraceRecord:
-            trace.validate_record(record)
-            record = copy.deepcopy(record)
+        trace.validate_record(record)
+        record = _kept_record(record)
         with self._lock:
             if self.closed or self._fail_after is not None:
                 self._refuse()

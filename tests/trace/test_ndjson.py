@@ -15,7 +15,7 @@ import pytest
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace import NdjsonTraceSink, _ndjson, read_ndjson
-from tubeless.trace._wire import payload_json
+from tubeless.trace._encoding import payload_json
 
 Records = dict[str, dict[str, Any]]
 MakeRecord = Callable[..., dict[str, Any]]
@@ -362,14 +362,14 @@ def test_a_run_writes_each_record_as_its_plain_json_and_encodes_it_once(tmp_path
     paths = [tmp_path / "one.ndjson", tmp_path / "two.ndjson"]
     sinks = [NdjsonTraceSink(path) for path in paths]
     encoded: list[Any] = []
-    real = _ndjson.record_line
+    real = _ndjson.encode
 
-    def counting(record: Any) -> str:
+    def counting(record: Any) -> Any:
         encoded.append(record)
         return real(record)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_ndjson, "record_line", counting)
+        patch.setattr(_ndjson, "encode", counting)
         run = pipeline.run(None, context={"tracing": compose_sinks(*sinks)})
     for sink in sinks:
         sink.close()
@@ -380,17 +380,17 @@ def test_a_run_writes_each_record_as_its_plain_json_and_encodes_it_once(tmp_path
     for record, line in zip(encoded[::2], lines, strict=True):
         plain = json.dumps(dict(record), separators=(",", ":"), ensure_ascii=False) + "\n"
         assert line == plain
-        assert _ndjson.record_line(record) is _ndjson.record_line(record)
+        assert _ndjson.encode(record) is _ndjson.encode(record)
         assert payload_json(record) == _line(record["payload"])
         assert f'"payload":{payload_json(record)}' in line
 
 
 def test_cached_parts_of_later_runs_stay_byte_identical(tmp_path: Path) -> None:
-    """Later runs reuse the plan's payload text, field names and head: same bytes as plain.
+    """Later runs reuse field names' text and send the plan's payloads: same bytes as plain.
 
     A second and third run of one plan send `step.planned` and `pipeline.started` with
-    payload objects the first run's lines encoded; an agent's child runs (its turns and
-    tool calls) reuse them within one run too.
+    the payload objects the first run's records held; an agent's child runs (its turns
+    and tool calls) send them within one run too.
     """
     from tubeless.agent import define_agent, define_tool
     from tubeless.testing import MemoryTraceSink

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tubeless.errors import TraceRecordError
+from tubeless.trace._encoding import RecordHead
 from tubeless.trace._sqlite_rows import COLUMNS, record_row, row_record, store_row
-from tubeless.trace._wire import RecordHead
 
 MakeRecord = Callable[..., dict[str, Any]]
 _EXTRA = COLUMNS.split(", ").index("extra_json")

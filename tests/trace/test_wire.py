@@ -23,11 +23,8 @@ from tubeless.trace import (
 )
 from tubeless.trace._wire import (
     SHARED_FIELDS,
-    RecordHead,
     check_own_fields,
     check_record,
-    payload_json,
-    record_line,
     shared_fields_valid,
 )
 
@@ -364,71 +361,3 @@ def test_checking_shared_fields_once_and_own_fields_per_record_is_a_full_check(
             assert split == full, (name, candidate)
             compared += 1
     assert compared > 1000
-
-
-def _plain_line(record: dict[str, Any]) -> str:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        1.5,
-        -0.0,
-        1e300,
-        True,
-        None,
-        2**80,
-        'é \u2028 "q" \\ \x01 🙂',
-        {"nested": [1, 2.0, {"a": None, "b": False}], "é": "x"},
-        [],
-    ],
-)
-def test_a_run_record_line_is_its_plain_json(value: object) -> None:
-    """Own fields of any JSON type, and odd field names, encode as `json.dumps` does."""
-    head = RecordHead({"pipelineId": "p-é", "runId": 'r"1', "itemKey": "\\k"})
-    record = head.record("step.running")
-    record["timestampMs"] = 5
-    record['odd "key" é'] = value
-    record["payload"] = {"value": value}
-    assert record_line(record) == _plain_line(dict(record))
-    assert payload_json(record) == _plain_line(record["payload"])[:-1]
-
-
-def test_a_plan_payload_is_encoded_once_by_identity() -> None:
-    """A `step.planned` payload object's text is reused; another object gets its own text."""
-    head = RecordHead({"pipelineId": "p", "runId": "r"})
-    texts = []
-    for message in ("first", "second", "third"):
-        payload = {"message": message}  # the previous object may be freed meanwhile
-        for _ in range(2):
-            record = head.record("step.planned")
-            record["timestampMs"] = 1
-            record["stepId"] = "s"
-            record["payload"] = payload
-            line = record_line(record)
-            assert line == _plain_line(dict(record))
-            texts.append(payload_json(record))
-        del payload, record
-    assert texts == [
-        '{"message":"first"}',
-        '{"message":"first"}',
-        '{"message":"second"}',
-        '{"message":"second"}',
-        '{"message":"third"}',
-        '{"message":"third"}',
-    ]
-
-
-def test_unknown_names_and_versions_still_encode_plainly() -> None:
-    """A head with a float version or a name outside the catalog takes the plain path."""
-    head = RecordHead({"pipelineId": "p", "runId": "r"})
-    record = head.record("not.a.kind")
-    record["timestampMs"] = 1
-    record["payload"] = {}
-    assert record_line(record) == _plain_line(dict(record))
-    record = head.record("step.running")
-    record["version"] = 3.0
-    record["timestampMs"] = 1
-    record["payload"] = {"a": 1}
-    assert record_line(record) == _plain_line(dict(record))

@@ -26,6 +26,7 @@ from tubeless.pipeline._schedule import StepScheduler
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 from tubeless.schema import validate_boundary
 from tubeless.trace import TRACE_LIST_LIMIT
+from tubeless.trace.lowlevel import SharedPayload
 
 if TYPE_CHECKING:
     from tubeless.pipeline._define import Pipeline
@@ -256,7 +257,7 @@ class _Run:
         """One `step.planned` per plan step; payloads are built and checked once per plan."""
         steps = self._plan.steps
         payloads, checked = self._plan_payload(
-            "planned", lambda: [_planned_payload(step) for step in steps]
+            "planned", lambda: [SharedPayload(_planned_payload(step)) for step in steps]
         )
         valid = True
         for step, payload in zip(steps, payloads, strict=True):
@@ -269,13 +270,13 @@ class _Run:
         pipeline, plan = self._pipeline, self._plan
         payload, checked = self._plan_payload(
             "started",
-            lambda: {
-                "dryRun": plan.dry_run,
-                "planOk": plan.ok,
-                "stepCount": len(plan.steps),
-                "targetIds": list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
-                "definitionIdentity": pipeline.definition.identity.to_dict(),
-            },
+            lambda: SharedPayload(
+                dryRun=plan.dry_run,
+                planOk=plan.ok,
+                stepCount=len(plan.steps),
+                targetIds=list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
+                definitionIdentity=pipeline.definition.identity.to_dict(),
+            ),
         )
         channel = self._scope.services.channel
         definition_id = pipeline.definition.identity.definition_id

@@ -289,7 +289,6 @@ class RunObserver:
         "_base_valid",
         "_channel",
         "_failed_hooks",
-        "_fields",
         "_head",
         "_hooks",
         "_now",
@@ -321,7 +320,6 @@ class RunObserver:
         self._base = base
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
-        self._fields = self._head.fields
         self._wall_clock = now is default_now
         # Every record of the run repeats these fields: they are checked here, once.
         self._base_valid = _plain_shared(base) or shared_fields_valid(
@@ -358,9 +356,7 @@ class RunObserver:
             now = _time_ns() // 1_000_000
         else:
             now = self._now()
-        record = TraceRecord(self._fields)  # `RecordHead.record`, inline
-        record["name"] = name
-        record._head = self._head
+        record = self._head.record(name)
         record["timestampMs"] = now
         lean = payload_checked and self._base_valid and type(now) is int and -_SAFE < now < _SAFE
         if fields:

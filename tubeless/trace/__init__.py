@@ -14,6 +14,7 @@ from tubeless.trace._agent_history import (
     format_agent_history,
 )
 from tubeless.trace._compose import ComposedTraceSink, compose_sinks
+from tubeless.trace._encoding import TraceRecord
 from tubeless.trace._events import EventKind, EventProjection, RunEvent
 from tubeless.trace._ndjson import NdjsonTraceSink, read_ndjson
 from tubeless.trace._projection import (
@@ -35,7 +36,6 @@ from tubeless.trace._wire import (
     TRACE_RECORD_NAMES,
     TRACE_STRING_LIMIT,
     TRACE_VERSION,
-    TraceRecord,
     TraceSink,
     load_trace_schema,
     validate_record,

@@ -13,8 +13,9 @@ from types import TracebackType
 from typing import IO, Any
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.trace._encoding import encode
 from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
-from tubeless.trace._wire import TraceRecord, decode_record, record_line
+from tubeless.trace._wire import decode_record
 
 __all__ = [
     "FLUSH_INTERVAL",
@@ -40,11 +41,6 @@ _FILE_BUFFER_BYTES = 1024 * 1024
 """The write buffer of a file the sink opens: the timed flush, not the buffer, writes."""
 _LINE_LIMIT = NDJSON_LINE_BYTE_LIMIT + 1
 """The longest line (newline included) `_check_line` need not look at when it is ASCII."""
-
-
-def encode_record(record: Any) -> str:
-    """Return `record` as one compact NDJSON line, newline included (see `record_line`)."""
-    return record_line(record)
 
 
 def _check_line(line: str) -> None:
@@ -107,9 +103,8 @@ class NdjsonTraceSink:
                 stays usable.
             TraceSinkError: when the sink is closed, or the write fails now or failed before.
         """
-        if type(record) is not TraceRecord:  # a run's records were checked as built
-            decode_record(record)
-        line = record_line(record)
+        decode_record(record)
+        line = encode(record).line
         if not (len(line) <= _LINE_LIMIT and line.isascii()):
             _check_line(line)
         with self._lock:

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.trace._encoding import json_text
 from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, row_record, store_row
 from tubeless.trace._wire import decode_record
 
@@ -89,7 +90,7 @@ def postgres_row(record: dict[str, Any], row: Row) -> Row:
     if not lossy:
         return row
     extra = json.loads(row[13]) if row[13] is not None else {}
-    columns[13] = json.dumps({**extra, **lossy}, separators=(",", ":"), ensure_ascii=False)
+    columns[13] = json_text({**extra, **lossy})
     return tuple(columns)
 
 

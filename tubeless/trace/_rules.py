@@ -6,9 +6,10 @@ problem as `(json_path, message)`, or `None`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from tubeless.trace._encoding import json_text
 
 __all__ = [
     "TRACE_ATTRIBUTE_LIMIT",
@@ -44,12 +45,9 @@ Problem = tuple[str, str]
 Record = Mapping[str, Any]
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def json_bytes(value: object) -> int:
     """The size of `value` as compact UTF-8 JSON, the measure of the byte limits."""
-    return len(_encode(value).encode("utf-8"))
+    return len(json_text(value).encode("utf-8"))
 
 
 def record_size_problem(record: Record) -> Problem | None:
@@ -61,7 +59,7 @@ def record_size_problem(record: Record) -> Problem | None:
     NDJSON writer measures each line it writes.
     """
     try:
-        text = _encode(record)
+        text = json_text(record)
         size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:
         return "$", "holds a lone surrogate, which is not UTF-8 text"

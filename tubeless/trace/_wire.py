@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import resources
-from json.encoder import encode_basestring
 from typing import Any, Protocol, runtime_checkable
 
 from tubeless._fingerprint import MISMATCH_WORDS, identity_mismatch, recomputed_identity
 from tubeless._quote import quote
 from tubeless.errors import TraceRecordError
 from tubeless.schema.lowlevel import SchemaChecker, compile_checker
+from tubeless.trace._encoding import TRACE_RECORD_NAMES, TRACE_VERSION, TraceRecord
 from tubeless.trace._rules import (
     TRACE_DETAIL_BYTE_LIMIT,
     record_problem,
@@ -36,22 +35,16 @@ __all__ = [
     "TRACE_RECORD_NAMES",
     "TRACE_STRING_LIMIT",
     "TRACE_VERSION",
-    "RecordHead",
     "TraceRecord",
     "TraceSink",
     "check_own_fields",
     "check_record",
     "decode_record",
     "load_trace_schema",
-    "payload_json",
-    "record_line",
-    "shared_field_json",
     "shared_fields_valid",
     "validate_record",
 ]
 
-TRACE_VERSION = 3
-"""The version every record is written with."""
 TRACE_READ_VERSIONS = (2, 3)
 """The versions readers accept (version 2 records carry no `iteration`)."""
 TRACE_LIST_LIMIT = 128
@@ -75,24 +68,6 @@ class TraceSink(Protocol):
 
 
 _MESSAGE_LIMIT = 400
-
-TRACE_RECORD_NAMES = (
-    "pipeline.started",
-    "step.planned",
-    "step.running",
-    "step.attempted",
-    "step.artifact",
-    "pipeline.log",
-    "step.complete",
-    "step.skipped",
-    "step.failed",
-    "step.cancelled",
-    "pipeline.finalize.started",
-    "pipeline.finalize.completed",
-    "pipeline.finalize.failed",
-    "pipeline.completed",
-)
-"""Every record kind, in the order a run emits them."""
 
 
 @functools.cache
@@ -190,194 +165,6 @@ def _first_error(checker: SchemaChecker, record: Mapping[str, Any]) -> Any:
         return None
 
 
-class TraceRecord(dict[str, Any]):
-    """A record a run built and already checked, so sinks need not check it again.
-
-    Records are shared by every sink and hook of a run: treat them as read-only.
-    """
-
-    __slots__ = ("_head", "_line", "_payload")
-    _head: RecordHead
-    _line: str
-    _payload: str
-
-
-_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_encode = _encoder.encode
-
-
-def _reused_encoder() -> Callable[[Any], str]:
-    """`_encode` without building an encoder per call: the C encoder `encode` builds, kept.
-
-    It skips the circular-reference check, so a value it cannot encode (a cycle ends in
-    `RecursionError`) goes through `_encode` again, which words the failure as before.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return _encode
-    try:
-        # markers, default, encoder, indent, separators, sort_keys, skipkeys, allow_nan
-        encoder = make(
-            None, _encoder.default, encode_basestring, None, ":", ",", False, False, True
-        )
-    except TypeError:  # a Python whose C encoder takes other arguments
-        return _encode
-    join = "".join
-
-    def encode(value: Any) -> str:
-        try:
-            return join(encoder(value, 0))
-        except Exception:
-            return _encode(value)
-
-    return encode
-
-
-_fast_encode = _reused_encoder()
-
-_TEXT_LIMIT = 4096
-_KEY_TEXTS: dict[str, str] = {}
-"""`,"key":` for every field name after the head that a run's record has carried."""
-_NAME_TEXTS = {name: f'"name":{_encode(name)},' for name in TRACE_RECORD_NAMES}
-_MEMO_KINDS = frozenset({"step.planned", "pipeline.started"})
-"""Kinds whose payload object the library builds once per plan and sends with every run."""
-_memo_texts: dict[int, tuple[Any, str]] = {}
-"""The JSON of payload objects of `_MEMO_KINDS`, by identity (the object is kept alive)."""
-
-
-def _key_text(key: str) -> str:
-    text = _KEY_TEXTS.get(key)
-    if text is None:
-        text = f",{encode_basestring(key)}:"
-        if len(_KEY_TEXTS) < _TEXT_LIMIT:
-            _KEY_TEXTS[key] = text
-    return text
-
-
-def _payload_text(name: str, payload: Any) -> str:
-    """The JSON of a run's record payload; a plan's shared payload object is encoded once."""
-    if not payload and type(payload) is dict:
-        return "{}"
-    if name not in _MEMO_KINDS:
-        return _fast_encode(payload)
-    known = _memo_texts.get(id(payload))
-    if known is not None and known[0] is payload:
-        return known[1]
-    text = _fast_encode(payload)
-    if type(payload) is dict and "definitionSnapshot" not in payload:
-        if len(_memo_texts) >= _TEXT_LIMIT:
-            _memo_texts.clear()
-        _memo_texts[id(payload)] = (payload, text)
-    return text
-
-
-class RecordHead:
-    """The fields every record of one run starts with, their JSON encoded once (lazily).
-
-    `record(name)` starts a record: `version`, `name`, then the run's shared fields.
-    A record's line is put together from JSON text encoded once where it can be: the
-    head, the field names, and the payload object of a `step.planned` or
-    `pipeline.started` record, which the library builds once per plan and sends with
-    every run of it (so such an object must not change once sent). Other values are
-    encoded per record; the line is the same text `json.dumps` gives the whole record.
-    """
-
-    __slots__ = ("_count", "_field_texts", "_fields", "_json", "row_columns")
-
-    def __init__(self, shared: Mapping[str, Any]) -> None:
-        self._fields = {"version": TRACE_VERSION, "name": None, **shared}
-        self._count = len(self._fields)
-        self._json: str | None = None
-        self._field_texts: dict[str, str] = {}
-        self.row_columns: Any = None
-        """The SQLite store's columns for these fields, worked out once (`_sqlite_rows`)."""
-
-    def field_json(self, key: str) -> str:
-        """The compact JSON of the shared field `key`, encoded once for the run."""
-        text = self._field_texts.get(key)
-        if text is None:
-            text = self._field_texts[key] = _fast_encode(self._fields[key])
-        return text
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The head fields, `name` a placeholder: `record(name)` is a `TraceRecord` of these
-        with `name` set and `_head` this head (read-only; emitters may inline that)."""
-        return self._fields
-
-    def record(self, name: str) -> TraceRecord:
-        """A new record named `name` holding the head fields (its own fields follow)."""
-        record = TraceRecord(self._fields)
-        record["name"] = name
-        record._head = self
-        return record
-
-    def line(self, record: TraceRecord) -> str:
-        """`record`'s NDJSON line, from the head's JSON and each own field's."""
-        shared = self._json
-        if shared is None:
-            fields = dict(itertools.islice(self._fields.items(), 2, None))
-            shared = self._json = _fast_encode(fields)[1:-1]
-        version, name = record["version"], record["name"]
-        own = itertools.islice(record.items(), self._count, None)
-        if type(version) is not int or name not in _NAME_TEXTS:
-            text = _encode(dict(own))[1:]
-            return f'{{"version":{version},"name":{_encode(name)},{shared},{text}\n'
-        parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared]
-        append, keys = parts.append, _KEY_TEXTS
-        for key, value in own:
-            append(keys.get(key) or _key_text(key))
-            kind = type(value)
-            if kind is str:
-                append(encode_basestring(value))
-            elif kind is int:
-                append(int.__repr__(value))
-            elif key == "payload":
-                text = record._payload = _payload_text(name, value)
-                append(text)
-            else:
-                append(_fast_encode(value))
-        append("}\n")
-        return "".join(parts)
-
-
-def record_line(record: Mapping[str, Any]) -> str:
-    """Return `record` as one compact NDJSON line, newline included.
-
-    A run's record is encoded once, however many sinks write it.
-    """
-    if type(record) is not TraceRecord:
-        return _encode(record) + "\n"
-    line: str | None = getattr(record, "_line", None)
-    if line is None:
-        head: RecordHead | None = getattr(record, "_head", None)
-        line = _encode(record) + "\n" if head is None else head.line(record)
-        record._line = line
-    return line
-
-
-def shared_field_json(record: Mapping[str, Any], key: str) -> str:
-    """Return the compact JSON of `record[key]`; a run's shared field is encoded once."""
-    head: RecordHead | None = getattr(record, "_head", None)
-    if type(record) is TraceRecord and head is not None and key in SHARED_FIELDS:
-        return head.field_json(key)
-    return _encode(record[key])
-
-
-def payload_json(record: Mapping[str, Any]) -> str:
-    """Return the compact JSON of `record["payload"]`; a run's record encodes it once.
-
-    After its line was encoded, a run's record gives the payload text that line holds.
-    """
-    payload = record["payload"]
-    if type(record) is not TraceRecord:
-        return "{}" if not payload and type(payload) is dict else _encode(payload)
-    text: str | None = getattr(record, "_payload", None)
-    if text is None:
-        text = record._payload = _payload_text(record["name"], payload)
-    return text
-
-
 def validate_record(record: Mapping[str, Any]) -> None:
     """Check that `record` is a trace record in wire form (version 2 or 3).
 
@@ -465,8 +252,10 @@ def decode_record(record: Any) -> None:
         TraceRecordError: as `validate_record` does, or naming the fingerprint that no
             longer matches the snapshot's content.
     """
+    if type(record) is TraceRecord:  # a run's record was checked as it was built
+        return
     validate_record(record)
-    if type(record) is TraceRecord or record["name"] != "pipeline.started":
+    if record["name"] != "pipeline.started":
         return
     snapshot = record["payload"].get("definitionSnapshot")
     if snapshot is None:

@@ -1,6 +1,7 @@
 """The trace package's internal API for the code that writes records (the seam).
 
-Who may use it: `tubeless.pipeline`, whose run observer builds every record. Other
+Who may use it: `tubeless.pipeline`, whose run observer builds every record, and
+`tubeless.testing`. Other
 packages use the public `tubeless.trace`; applications should not import this module:
 it is not part of the public API and may change in any release.
 
@@ -21,31 +22,33 @@ What it promises, for as long as a name is listed here:
   `TRACE_ERROR_BYTE_BUDGET`, so a record built with it never breaks a size rule.
 - `RecordHead(shared)` starts each record of a run (`head.record(name)`) from its shared
   fields, whose JSON it encodes once for every line written of the run's records.
+- `SharedPayload(payload)` is a payload sent unchanged with many records (a plan's
+  `step.planned` and `pipeline.started` payloads), whose JSON is then encoded once.
+- `kept_record(record)` is `record` as a sink may keep it: a run's own record as it is,
+  anything else deep-copied (`tubeless.testing`'s memory sink).
 - `error_code(error)` is the most specific code of a wire error (the deepest that is
   not a wrapper such as `TUBELESS_STEP_FAILED`).
 - `TRACE_ATTRIBUTE_LIMIT` is the most attributes a `step.attempted` record may carry.
 """
 
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
+from tubeless.trace._encoding import RecordHead, SharedPayload, kept_record
 from tubeless.trace._events import error_code
 from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes, record_size_problem
-from tubeless.trace._wire import (
-    RecordHead,
-    check_own_fields,
-    check_record,
-    shared_fields_valid,
-)
+from tubeless.trace._wire import check_own_fields, check_record, shared_fields_valid
 
 __all__ = [
     "TRACE_ATTRIBUTE_LIMIT",
     "TRACE_ERROR_BYTE_BUDGET",
     "RecordHead",
+    "SharedPayload",
     "bounded_error",
     "bounded_text",
     "check_own_fields",
     "check_record",
     "error_code",
     "json_bytes",
+    "kept_record",
     "record_size_problem",
     "shared_fields_valid",
 ]
