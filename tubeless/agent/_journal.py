@@ -1,9 +1,10 @@
 """The durable journal of an agent: the receipts a crash-safe resume reads back.
 
 A durable root invocation leases its execution key and keeps one JSON document, the
-checkpoint (its shape and change log: `_journal_document`; its group-committed writes,
-appends and snapshots: `_journal_writer`). This module makes the changes an agent's
-invocation saves, each logged as it is made. The document holds one node
+checkpoint (its typed parts: `_journal_document`; its change log: `_journal_changes`; its
+group-committed writes, appends and snapshots: `_journal_writer`). This module makes the
+changes an agent's invocation saves, each a typed part saved at its path and logged as it
+is made. The document holds one node
 per agent: the root's, and below each call of a durable subagent, the subagent's own (a
 durable child joins its parent's journal). A node records, each write acknowledged
 before the agent goes on:
