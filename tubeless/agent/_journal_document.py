@@ -42,8 +42,11 @@ Amounts = tuple[int, int, Decimal]
 """Input tokens, output tokens and cost."""
 
 _ALWAYS = wire(omit="never")
+_PLAIN = wire(convert=lambda value: value)
+"""A JSON scalar or caller data, written as it is (no conversion to look up)."""
 _AS_IS_NONE = wire(omit="none", convert=lambda value: value)
 _UNWRITTEN = wire(written=False)
+_NOTHING: Amounts = (0, 0, Decimal(0))
 
 
 def invalid(problem: str) -> AgentError:
@@ -74,9 +77,9 @@ class ApprovalChoice:
 class Usage:
     """Model usage charged to a budget (`usage` of a `spent` or `consumed` holder)."""
 
-    input_tokens: int
-    output_tokens: int
-    cost: int | float
+    input_tokens: int = dataclasses.field(metadata=_PLAIN)
+    output_tokens: int = dataclasses.field(metadata=_PLAIN)
+    cost: int | float = dataclasses.field(metadata=_PLAIN)
     """Saved as an integer when whole."""
 
     @classmethod
@@ -122,9 +125,11 @@ class Spent:
     """What a budget holder charged: a node's own `spent`, or a call's `consumed` (what a
     non-durable subagent spent)."""
 
-    calls: int
-    decisions: int
-    repairs: int = dataclasses.field(default=0, metadata=wire(omit="falsy"))
+    calls: int = dataclasses.field(metadata=_PLAIN)
+    decisions: int = dataclasses.field(metadata=_PLAIN)
+    repairs: int = dataclasses.field(
+        default=0, metadata=wire(omit="falsy", convert=lambda value: value)
+    )
     """Absent from checkpoints made before repairs (and while none was made)."""
     usage: Usage | None = None
     """Absent in older checkpoints and while nothing was charged."""
@@ -157,11 +162,9 @@ class Spent:
 
     @property
     def amounts(self) -> Amounts:
-        return self.usage.amounts if self.usage is not None else (0, 0, Decimal(0))
+        return self.usage.amounts if self.usage is not None else _NOTHING
 
-    def plus(
-        self, counts: tuple[int, int, int] = (0, 0, 0), amounts: Amounts = (0, 0, Decimal(0))
-    ) -> Spent:
+    def plus(self, counts: tuple[int, int, int] = (0, 0, 0), amounts: Amounts = _NOTHING) -> Spent:
         """This holder with `counts` and `amounts` added (negative amounts: a refund)."""
         usage = _usage_of(_plus(self.amounts, amounts)) if any(amounts) else self.usage
         return Spent(
@@ -176,8 +179,8 @@ class Spent:
 class Failure:
     """A node's saved terminal failure."""
 
-    code: str
-    message: str
+    code: str = dataclasses.field(metadata=_PLAIN)
+    message: str = dataclasses.field(metadata=_PLAIN)
 
     @classmethod
     def from_dict(cls, value: Any, where: str) -> Failure:
@@ -196,11 +199,11 @@ class Failure:
 class SavedExecution:
     """A node's last committed state: `{state, turn, stateVersion, calls}`."""
 
-    state: Any = dataclasses.field(metadata=wire(omit="never", convert=lambda value: value))
+    state: Any = dataclasses.field(metadata=_PLAIN)
     """The reduced state, as saved (not copied)."""
-    turn: int
-    state_version: int
-    calls: int
+    turn: int = dataclasses.field(metadata=_PLAIN)
+    state_version: int = dataclasses.field(metadata=_PLAIN)
+    calls: int = dataclasses.field(metadata=_PLAIN)
 
     @classmethod
     def from_dict(cls, value: Any, where: str) -> SavedExecution:
@@ -226,9 +229,9 @@ class SavedExecution:
 class CallApproval:
     """The `approval` of a call that needed one: who stopped for it, and what was decided."""
 
-    agent_run_id: str | None = None
+    agent_run_id: str | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
     """The agent run that last stopped for the call."""
-    decision: str | None = None
+    decision: str | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
     """`approve`, `reject` or `edit` once decided."""
 
     @classmethod
@@ -253,12 +256,12 @@ CallStatus = Literal["pending", "running", "completed"]
 class CallEntry:
     """A call of a node's current turn, as the journal saves it."""
 
-    id: str
+    id: str = dataclasses.field(metadata=_PLAIN)
     """The call id the decision gave."""
-    tool: str
-    input: Any = dataclasses.field(metadata=wire(omit="never", convert=lambda value: value))
+    tool: str = dataclasses.field(metadata=_PLAIN)
+    input: Any = dataclasses.field(metadata=_PLAIN)
     """The prepared input (an edit's validated input once edited)."""
-    status: CallStatus
+    status: CallStatus = dataclasses.field(metadata=_PLAIN)
     """`pending`, `running` (its intent saved) or `completed` (its outcome saved)."""
     approval: CallApproval | None = None
     """Present on a call admitted to wait for a person."""
@@ -327,15 +330,15 @@ class CallEntry:
         """Usage charged below the call (its subagent's)."""
         if self.child is not None:
             return self.child.usage_totals
-        return self.consumed.amounts if self.consumed is not None else (0, 0, Decimal(0))
+        return self.consumed.amounts if self.consumed is not None else _NOTHING
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SavedTurn:
     """A node's current turn: reserved (its decision charged), then decided (its calls)."""
 
-    index: int
-    phase: Literal["reserved", "decided"]
+    index: int = dataclasses.field(metadata=_PLAIN)
+    phase: Literal["reserved", "decided"] = dataclasses.field(metadata=_PLAIN)
     calls: tuple[CallEntry, ...] = dataclasses.field(default=(), metadata=_ALWAYS)
     rejection: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
     """The last rejected decision of the turn, sent to the next `decide`."""
