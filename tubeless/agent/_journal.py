@@ -317,7 +317,10 @@ class AgentJournal:
         def mutate() -> None:
             turn = self.turn()
             assert turn is not None
-            self.put("turn", dataclasses.replace(turn, phase="decided", calls=entries).to_dict())
+            decided = SavedTurn(
+                index=turn.index, phase="decided", calls=entries, rejection=turn.rejection
+            )
+            self.put("turn", decided.to_dict())
             spent = read_spent(self.journal.document, self.path)
             self._put_spent(spent.plus((len(entries), 0, 0)))
 

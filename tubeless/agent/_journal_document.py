@@ -22,6 +22,7 @@ The writer keeps the document as the JSON dictionaries these parts convert to an
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import uuid
 from collections.abc import Mapping
@@ -653,9 +654,15 @@ def node_dict(document: Mapping[str, Any], path: Path) -> dict[str, Any] | None:
     return value
 
 
+@functools.lru_cache(maxsize=256)
+def _where(path: Path) -> str:
+    """How errors name the node at `path` (`agent`, `agent.turn.calls.0.child`, ...)."""
+    return ".".join(map(str, path))
+
+
 def read_node(document: Mapping[str, Any], path: Path) -> AgentNode:
     """The node at `path`, typed (it was checked when the document was read)."""
-    return AgentNode.from_dict(node_dict(document, path), ".".join(map(str, path)))
+    return AgentNode.from_dict(node_dict(document, path), _where(path))
 
 
 def read_turn(document: Mapping[str, Any], path: Path) -> SavedTurn | None:
@@ -663,22 +670,21 @@ def read_turn(document: Mapping[str, Any], path: Path) -> SavedTurn | None:
     node = node_dict(document, path)
     assert node is not None
     turn = node["turn"]
-    return None if turn is None else SavedTurn.from_dict(turn, ".".join(map(str, path)))
+    return None if turn is None else SavedTurn.from_dict(turn, _where(path))
 
 
 def read_entry(document: Mapping[str, Any], path: Path, index: int) -> CallEntry:
     """Call `index` of the current turn of the node at `path`, typed."""
     node = node_dict(document, path)
     assert node is not None
-    where = ".".join(map(str, path))
-    return CallEntry.from_dict(node["turn"]["calls"][index], f"{where} call {index}")
+    return CallEntry.from_dict(node["turn"]["calls"][index], f"{_where(path)} call {index}")
 
 
 def read_spent(document: Mapping[str, Any], path: Path) -> Spent:
     """The own budget of the node at `path`, typed."""
     node = node_dict(document, path)
     assert node is not None
-    return Spent.from_dict(node["spent"], ".".join(map(str, path)))
+    return Spent.from_dict(node["spent"], _where(path))
 
 
 def read_execution(document: Mapping[str, Any], path: Path) -> dict[str, Any] | None:
