@@ -492,9 +492,10 @@ class DecisionRecord:
         """The record in `value` (`None` for an entry that is not a record: skipped)."""
         if not isinstance(value, dict):
             return None
+        agent, turn = value.get("agent"), value.get("turn")
         return cls(
-            agent=value.get("agent"),
-            turn=value.get("turn"),
+            agent=None if agent is None else str(agent),
+            turn=turn if type(turn) is int else None,
             call=str(value.get("call")),
             kind=str(value.get("kind")),
             message=value.get("message"),
