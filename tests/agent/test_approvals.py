@@ -490,9 +490,14 @@ def test_history_shows_a_waiting_agent_and_a_rejected_call(store: SqliteCheckpoi
 
 def test_a_call_id_waiting_in_two_subagents_cannot_be_decided_by_id() -> None:
     from tubeless.agent._approvals import check_against
+    from tubeless.agent._journal_document import Checkpoint
 
     def node(agent: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"agent": agent, "turn": {"index": 1, "phase": "decided", "calls": calls}}
+        return {
+            "agent": agent,
+            "spent": {"calls": len(calls), "decisions": 1},
+            "turn": {"index": 1, "phase": "decided", "calls": calls},
+        }
 
     def waiting_call(call_id: str) -> dict[str, Any]:
         approval = {"agentRunId": "r"}
@@ -511,7 +516,14 @@ def test_a_call_id_waiting_in_two_subagents_cannot_be_decided_by_id() -> None:
             ("r2", node("child", [waiting_call("b")])),
         )
     ]
-    document = {"agent": node("root", children)}
+    document = Checkpoint.from_dict(
+        {
+            "format": "tubeless.agent-checkpoint",
+            "version": 1,
+            "id": "e",
+            "agent": node("root", children),
+        }
+    )
     with pytest.raises(AgentError, match="waits in several agents") as raised:
         check_against(document, {"b": tubeless.approve()})
     assert raised.value.code == "TUBELESS_AGENT_APPROVAL_INVALID"

@@ -372,6 +372,7 @@ def test_a_checkpoint_saved_before_the_log_of_decisions_still_recognises_a_resen
     """A call whose decision was recorded before checkpoints kept a log of decisions
     ignores the same kind of decision again and refuses another."""
     from tubeless.agent._approvals import check_against
+    from tubeless.agent._journal_document import Checkpoint
 
     decided = {
         "id": "a",
@@ -380,7 +381,18 @@ def test_a_checkpoint_saved_before_the_log_of_decisions_still_recognises_a_resen
         "status": "running",
         "approval": {"agentRunId": "r", "decision": "approve"},
     }
-    document = {"agent": {"agent": "root", "turn": {"index": 1, "calls": [decided]}}}
+    document = Checkpoint.from_dict(
+        {
+            "format": "tubeless.agent-checkpoint",
+            "version": 1,
+            "id": "e",
+            "agent": {
+                "agent": "root",
+                "spent": {"calls": 1, "decisions": 1},
+                "turn": {"index": 1, "phase": "decided", "calls": [decided]},
+            },
+        }
+    )
     assert check_against(document, {"a": tubeless.approve()}) == {}
     with pytest.raises(tubeless.errors.AgentError) as raised:
         check_against(document, {"a": tubeless.reject("no")})

@@ -24,7 +24,7 @@ from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import DELEGATION, AgentFacts, Delegation, PipelineToolSpec
 from tubeless.agent._durability import Durability
 from tubeless.agent._journal import AgentJournal
-from tubeless.agent._journal_document import NodeIdentity, root_of, tree_calls
+from tubeless.agent._journal_document import Checkpoint, NodeIdentity
 from tubeless.agent._journal_writer import Journal
 from tubeless.agent._limits import AgentLimits, resolve_limits
 from tubeless.agent._pipeline_tool import pipeline_tool_pipeline
@@ -225,7 +225,7 @@ def _subagent_runtime(spec: object) -> AgentRuntime | None:
 
 
 def _checked_edits(
-    runtime: AgentRuntime, document: Mapping[str, Any], approvals: Mapping[str, Approval]
+    runtime: AgentRuntime, checkpoint: Checkpoint, approvals: Mapping[str, Approval]
 ) -> dict[tuple[str, str], Any]:
     """Validate every edit against its call's tool, wherever in the tree the call waits.
 
@@ -237,9 +237,9 @@ def _checked_edits(
     if not any(approval.kind == "edit" for approval in approvals.values()):
         return checked
 
-    root = root_of(document)
-    runtimes: dict[str, AgentRuntime | None] = {root[1]: runtime} if root is not None else {}
-    for call in tree_calls(*root) if root is not None else ():
+    root = checkpoint.agent
+    runtimes: dict[str, AgentRuntime | None] = {root.path: runtime} if root is not None else {}
+    for call in checkpoint.calls():
         agent = runtimes.get(call.agent)
         spec = agent.tools.get(call.tool) if agent is not None else None
         approval = approvals.get(call.id)
@@ -297,11 +297,12 @@ class AgentStep:
         try:
             root = AgentJournal.root(journal, self._identity(context.options))
             decisions = check_approvals(extension_of(context, APPROVALS))
-            if "result" not in root.node and "failure" not in root.node:
+            checkpoint = Checkpoint.from_dict(journal.document)
+            if not checkpoint.finished:
                 # Decisions (edits included) are checked against every waiting call of the
                 # tree, before any callback.
-                journal.approvals = check_against(journal.document, decisions)
-                journal.edits = _checked_edits(self._runtime, journal.document, journal.approvals)
+                journal.approvals = check_against(checkpoint, decisions)
+                journal.edits = _checked_edits(self._runtime, checkpoint, journal.approvals)
             elif (unused := unused_decisions(decisions)) is not None:
                 context.log.warning(unused)
             return journal, root
@@ -336,7 +337,8 @@ class AgentStep:
                 # The root lists every waiting call of the tree, subagents' included.
                 with contextlib.suppress(Exception):
                     owned.flush()
-                raise ApprovalRequiredError(document_pending(owned.document)) from error
+                waiting = document_pending(Checkpoint.from_dict(owned.document))
+                raise ApprovalRequiredError(waiting) from error
             raise
         finally:
             if owned is not None:
@@ -389,9 +391,7 @@ class AgentStep:
         saved = journal.saved_execution() if journal is not None else None
         if saved is None:
             return None
-        return Execution(
-            own_state(saved["state"]), saved["turn"], saved["stateVersion"], saved["calls"]
-        )
+        return Execution(own_state(saved.state), saved.turn, saved.state_version, saved.calls)
 
     def _invoke(
         self,

@@ -32,14 +32,13 @@ from typing import Any, Literal
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote, type_name
 from tubeless.agent._journal_document import (
-    CHECKPOINT_FORMAT,
+    AgentNode,
+    CallEntry,
+    Checkpoint,
     DecisionRecord,
     SavedCall,
-    decision_log,
-    finished,
     node_calls,
-    root_of,
-    tree_calls,
+    read_checkpoint,
 )
 from tubeless.errors import (
     AgentDefinitionError,
@@ -173,7 +172,7 @@ def check_approvals(given: Mapping[str, Any] | None) -> dict[str, Approval]:
     return checked
 
 
-def node_pending(node: Mapping[str, Any], path: str) -> list[PendingApproval]:
+def node_pending(node: AgentNode, path: str) -> list[PendingApproval]:
     """The waiting calls of one node."""
     return [_pending(call) for call in node_calls(node, path) if call.waiting]
 
@@ -189,12 +188,11 @@ def _pending(call: SavedCall) -> PendingApproval:
     )
 
 
-def document_pending(document: Mapping[str, Any]) -> list[PendingApproval]:
-    """Every waiting call of a checkpoint document (root first, then subagents)."""
-    root = root_of(document)
-    if root is None or finished(root[0]):
+def document_pending(checkpoint: Checkpoint) -> list[PendingApproval]:
+    """Every waiting call of a checkpoint (root first, then subagents)."""
+    if checkpoint.finished:
         return []
-    return [_pending(call) for call in tree_calls(*root) if call.waiting]
+    return [_pending(call) for call in checkpoint.calls() if call.waiting]
 
 
 def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...]:
@@ -206,26 +204,7 @@ def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...
     """
     if text is None:
         return ()
-    try:
-        document = json.loads(text)
-        if document.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError("not a tubeless agent checkpoint")
-        return tuple(document_pending(document))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as error:
-        raise AgentError(
-            f"Checkpoint is corrupt or of an unknown version: {str(error)[:200]}",
-            code="TUBELESS_AGENT_CHECKPOINT_INVALID",
-        ) from None
-
-
-def decision_record(approval: Approval) -> dict[str, Any]:
-    """The JSON form of a decision kept in the checkpoint's log (`kind`, `message`, `input`)."""
-    record: dict[str, Any] = {"kind": approval.kind}
-    if approval.kind == "reject":
-        record["message"] = approval.message
-    elif approval.kind == "edit":
-        record["input"] = approval.input
-    return record
+    return tuple(document_pending(read_checkpoint(text)))
 
 
 def _same(record: DecisionRecord, approval: Approval) -> bool:
@@ -252,12 +231,10 @@ def _describe(record: DecisionRecord) -> str:
     return {"approve": "approved"}.get(record.kind, quote(record.kind))
 
 
-def _applied(
-    document: Mapping[str, Any], call_id: str, found: list[SavedCall]
-) -> list[DecisionRecord]:
+def _applied(checkpoint: Checkpoint, call_id: str, found: list[SavedCall]) -> list[DecisionRecord]:
     """The recorded decisions of calls with this id: the log's, then the live tree's own
     (a checkpoint saved before the log existed keeps only the decision's kind)."""
-    records = decision_log(document, call_id)
+    records = checkpoint.decisions_of(call_id)
     for call in found:
         if call.decision is not None and not records:
             records.append(DecisionRecord(call=call_id, kind=call.decision, legacy=True))
@@ -265,10 +242,10 @@ def _applied(
 
 
 def _check_decided(
-    document: Mapping[str, Any], call_id: str, approval: Approval, found: list[SavedCall]
+    checkpoint: Checkpoint, call_id: str, approval: Approval, found: list[SavedCall]
 ) -> None:
     """Refuse a decision for a call that waits nowhere, unless it repeats the recorded one."""
-    records = _applied(document, call_id, found)
+    records = _applied(checkpoint, call_id, found)
     if any(_same(record, approval) for record in records):
         return
     if found and not any(call.needs_approval for call in found):
@@ -284,15 +261,14 @@ def _check_decided(
         )
     raise AgentError(
         f"No call {quote(call_id)} waits for approval in this execution (unknown call id); "
-        f"{_waiting_ids(document)}",
+        f"{_waiting_ids(checkpoint)}",
         code=UNKNOWN_CODE,
     )
 
 
-def check_against(
-    document: Mapping[str, Any], approvals: Mapping[str, Approval]
-) -> dict[str, Approval]:
-    """Refuse decisions that do not fit the calls waiting in `document`, before any callback.
+def check_against(checkpoint: Checkpoint, approvals: Mapping[str, Approval]) -> dict[str, Approval]:
+    """Refuse decisions that do not fit the calls waiting in `checkpoint`, before any
+    callback.
 
     Returns:
         The decisions for calls that wait now; decisions already recorded identically
@@ -305,9 +281,8 @@ def check_against(
     """
     if not approvals:
         return {}
-    root = root_of(document)
     by_id: dict[str, list[SavedCall]] = {}
-    for call in tree_calls(*root) if root is not None else ():
+    for call in checkpoint.calls():
         by_id.setdefault(call.id, []).append(call)
     fresh: dict[str, Approval] = {}
     for call_id, approval in approvals.items():
@@ -322,8 +297,8 @@ def check_against(
         if paths:
             fresh[call_id] = approval
         else:
-            _check_decided(document, call_id, approval, found)
-    missing = [p.call_id for p in document_pending(document) if p.call_id not in fresh]
+            _check_decided(checkpoint, call_id, approval, found)
+    missing = [p.call_id for p in document_pending(checkpoint) if p.call_id not in fresh]
     if fresh and missing:
         shown = ", ".join(quote(call_id) for call_id in missing[:8])
         raise AgentError(
@@ -334,9 +309,9 @@ def check_against(
     return fresh
 
 
-def _waiting_ids(document: Mapping[str, Any]) -> str:
+def _waiting_ids(checkpoint: Checkpoint) -> str:
     """`waiting: 'a' (tool), ...`, or `none waits`, for an error about an unknown call id."""
-    pending = document_pending(document)
+    pending = document_pending(checkpoint)
     if not pending:
         return "none waits"
     shown = ", ".join(f"{quote(p.call_id)} ({quote(p.tool)})" for p in pending[:8])
@@ -359,11 +334,11 @@ def unused_decisions(approvals: Mapping[str, Any]) -> str | None:
     )
 
 
-def rejected_outcome(entry: Mapping[str, Any], message: str) -> FrozenDict:
+def rejected_outcome(entry: CallEntry, message: str) -> FrozenDict:
     """The recoverable outcome of a rejected call."""
     return FrozenDict(
-        id=entry["id"],
-        tool=entry["tool"],
+        id=entry.id,
+        tool=entry.tool,
         ok=False,
         error=FrozenDict(code=REJECTED_CODE, message=message),
     )

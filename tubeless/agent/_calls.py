@@ -188,9 +188,9 @@ class _Batch:
         if journal is None:
             return self._dispatch(call, None)
         self.begun.add(index)
-        entry = journal.entries[index]
+        entry = journal.entry(index)
         spec = self._runtime.tools[call.tool]
-        if entry["status"] == "completed":
+        if entry.status == "completed":
             outcome = saved_outcome(entry)
             if spec.replay == "safe" and _timed_out(outcome):
                 # A timed-out call resumes like an interrupted one: safe, so it runs again.
@@ -199,7 +199,7 @@ class _Batch:
                 outcome = self._dispatch(call, slot)
                 journal.complete(index, outcome, slot)
                 return outcome
-            rejected = entry.get("approval", {}).get("decision") == "reject"
+            rejected = entry.approval is not None and entry.approval.decision == "reject"
             self._record(call, outcome, "agent.rejected" if rejected else "agent.replayed")
             return outcome
         resumes = isinstance(spec, PipelineToolSpec) and spec.subagent and spec.durable

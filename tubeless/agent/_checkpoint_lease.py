@@ -3,7 +3,7 @@
 A store hands out one lease per execution key. `lease.read()` returns the saved
 checkpoint text (or `None`), `lease.write(text)` replaces it atomically and returns only
 once it is durable, `lease.close()` gives the key up and deletes nothing. A lease may also
-`append(change)`: log a change (see `tubeless.agent._journal_document`) after the
+`append(change)`: log a change (see `tubeless.agent._journal_changes`) after the
 snapshot its last `write` saved, durably; `write` then drops the log in the same
 transaction, and `read` returns the snapshot with the log replayed. The journal appends
 when the lease can, and otherwise writes the whole checkpoint every time. One live lease

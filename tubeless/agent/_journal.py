@@ -1,9 +1,10 @@
 """The durable journal of an agent: the receipts a crash-safe resume reads back.
 
 A durable root invocation leases its execution key and keeps one JSON document, the
-checkpoint (its shape and change log: `_journal_document`; its group-committed writes,
-appends and snapshots: `_journal_writer`). This module makes the changes an agent's
-invocation saves, each logged as it is made. The document holds one node
+checkpoint (its typed parts: `_journal_document`; its change log: `_journal_changes`; its
+group-committed writes, appends and snapshots: `_journal_writer`). This module makes the
+changes an agent's invocation saves, each a typed part saved at its path and logged as it
+is made. The document holds one node
 per agent: the root's, and below each call of a durable subagent, the subagent's own (a
 durable child joins its parent's journal). A node records, each write acknowledged
 before the agent goes on:
@@ -30,28 +31,39 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote
-from tubeless.agent._approvals import APPROVAL_CODES, Approval, decision_record, node_pending
+from tubeless.agent._approvals import APPROVAL_CODES, Approval, node_pending
 from tubeless.agent._durability import KEY_CODE
 from tubeless.agent._journal_changes import dumps, state_changes
 from tubeless.agent._journal_document import (
     INVALID_CODE,
     MISMATCH_CODE,
+    AgentNode,
     ApprovalChoice,
+    CallApproval,
+    CallEntry,
+    DecisionRecord,
+    Failure,
     NodeIdentity,
     Path,
-    add_usage,
+    SavedExecution,
+    SavedTurn,
+    Spent,
+    add_at,
     check_identity,
-    entry_totals,
-    entry_usage,
-    new_node,
-    node_totals,
-    node_usage_totals,
+    execution_id_of,
+    node_dict,
+    read_entry,
+    read_execution,
+    read_node,
+    read_spent,
+    read_turn,
+    set_at,
 )
 from tubeless.agent._journal_writer import Journal
 from tubeless.agent._store_errors import READ_FAILED_CODE, WRITE_FAILED_CODE
@@ -101,6 +113,17 @@ def _plain_json(value: Any, label: str) -> Any:
         ) from None
 
 
+class _Call(Protocol):
+    """A prepared call of a decided batch (`PreparedCall`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def input(self) -> Any: ...
+
+
 class CallSlot:
     """Where a subagent call's child joins the journal (or reports what it spent)."""
 
@@ -115,129 +138,133 @@ class CallSlot:
     def child(self, identity: NodeIdentity) -> AgentJournal:
         """The child's node below this call, created on first use."""
         owner = self.owner
-        entry = owner.entries[self.index]
-        path = (*owner.path, "turn", "calls", self.index, "child")
-        if entry.get("child") is None:
-            owner.journal.change(
-                lambda: owner.put_call(self.index, "child", new_node(identity)), durable=False
-            )
-        node = entry["child"]
+        entry = owner.entry(self.index)
+        node = entry.child
+        if node is None:
+            node = AgentNode.new(identity)
+            saved = node.to_dict()
+            owner.journal.change(lambda: owner.put_call(self.index, "child", saved), durable=False)
         check_identity(node, identity)
-        turn = owner.node["turn"]["index"]
-        agent_path = f"{owner.agent_path}/{turn}/{entry['id']}"
-        return AgentJournal(owner.journal, node, agent_path, path)
+        turn = owner.turn()
+        assert turn is not None
+        path = (*owner.path, "turn", "calls", self.index, "child")
+        return AgentJournal(owner.journal, f"{owner.agent_path}/{turn.index}/{entry.id}", path)
 
 
 class AgentJournal:
-    """One agent's node in a journal, and the writes an invocation makes to it."""
+    """One agent's node in a journal (at `path` of its document), and the writes an
+    invocation makes to it: each change is a typed part of the document (see
+    `_journal_document`), saved as its `to_dict()` and logged."""
 
-    __slots__ = ("agent_path", "journal", "launched", "node", "path")
+    __slots__ = ("agent_path", "journal", "launched", "path")
 
-    def __init__(
-        self, journal: Journal, node: dict[str, Any], agent_path: str, path: Path = ("agent",)
-    ) -> None:
+    def __init__(self, journal: Journal, agent_path: str, path: Path = ("agent",)) -> None:
         self.journal = journal
-        self.node = node
         self.agent_path = agent_path
         self.path = path
         """Where the node sits in the document."""
         self.launched = 0
         """How many leading calls of the current batch this process saved as running."""
 
+    def _set(self, path: Path, value: Any) -> None:
+        set_at(self.journal.document, path, value)
+        self.journal.record(path, value)
+
     def put(self, name: str, value: Any) -> None:
         """Set the node's field `name` and log it (inside `Journal.change`)."""
-        self.node[name] = value
-        self.journal.record((*self.path, name), value)
+        self._set((*self.path, name), value)
 
     def put_call(self, index: int, name: str, value: Any) -> None:
         """Set field `name` of call `index` of the turn and log it (inside `change`)."""
-        self.entries[index][name] = value
-        self.journal.record((*self.path, "turn", "calls", index, name), value)
+        self._set((*self.path, "turn", "calls", index, name), value)
 
-    def _log_spent(self) -> None:
-        self.journal.record((*self.path, "spent"), self.node["spent"])
+    def _put_spent(self, spent: Spent) -> None:
+        self.put("spent", spent.to_dict())
 
     @classmethod
     def root(cls, journal: Journal, identity: NodeIdentity) -> AgentJournal:
         """The root node of `journal`, created for a new execution."""
         document = journal.document
-        if document["agent"] is None:
+        if node_dict(document, ("agent",)) is None:
             # not logged: nothing is saved yet, and a run's first write saves it whole
-            document["agent"] = new_node(identity)
-        check_identity(document["agent"], identity)
-        return cls(journal, document["agent"], identity.agent)
+            set_at(document, ("agent",), AgentNode.new(identity).to_dict())
+        check_identity(read_node(document, ("agent",)), identity)
+        return cls(journal, identity.agent)
 
     @property
     def execution_id(self) -> str:
-        return str(self.journal.document["id"])
+        return execution_id_of(self.journal.document)
 
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        turn = self.node["turn"]
-        return turn["calls"] if turn else []
+    def node(self) -> AgentNode:
+        """The node as saved so far, typed."""
+        return read_node(self.journal.document, self.path)
+
+    def turn(self) -> SavedTurn | None:
+        """The node's current turn, typed."""
+        return read_turn(self.journal.document, self.path)
+
+    def entry(self, index: int) -> CallEntry:
+        """Call `index` of the current turn, typed."""
+        return read_entry(self.journal.document, self.path, index)
 
     def totals(self) -> tuple[int, int, int]:
         """Calls, decisions and repairs already charged to this agent's budget."""
-        return node_totals(self.node)
+        return self.node().totals
 
     def usage_totals(self) -> tuple[int, int, Decimal]:
         """Input tokens, output tokens and cost already charged to this agent's budget."""
-        return node_usage_totals(self.node)
+        return self.node().usage_totals
 
     def add_usage(self, amounts: tuple[int, int, Decimal], *, durable: bool) -> None:
         """Add usage `decide` charged (negative: a refund); `durable` saves it first."""
 
         def mutate() -> None:
-            add_usage(self.node["spent"], amounts)
-            self._log_spent()
+            self._put_spent(read_spent(self.journal.document, self.path).plus(amounts=amounts))
 
         self.journal.change(mutate, durable=durable)
 
     def saved_result(self) -> tuple[bool, Any]:
         """`(True, result)` when the execution finished."""
-        if "result" in self.node:
-            return True, thaw(self.node["result"])
+        node = self.node()
+        if node.finished_with_result:
+            return True, thaw(node.result)
         return False, None
 
     def saved_failure(self) -> AgentError | None:
         """The saved terminal failure, raised again instead of re-running anything."""
-        failure = self.node.get("failure")
+        failure = self.node().failure
         if failure is None:
             return None
         return AgentError(
-            f"{failure['message']} (saved terminal failure of this execution)",
-            code=str(failure["code"]),
+            f"{failure.message} (saved terminal failure of this execution)", code=failure.code
         )
 
-    def saved_execution(self) -> Mapping[str, Any] | None:
-        """`{state, turn, stateVersion, calls}` of the last committed state, if any."""
-        execution: Mapping[str, Any] | None = self.node["execution"]
-        return execution
+    def saved_execution(self) -> SavedExecution | None:
+        """The last committed state, if any."""
+        return self.node().execution
 
-    def saved_turn(self, index: int) -> Mapping[str, Any] | None:
+    def saved_turn(self, index: int) -> SavedTurn | None:
         """The journal of turn `index` when it was reserved before."""
-        turn: Mapping[str, Any] | None = self.node["turn"]
-        if turn is not None and turn["index"] == index:
+        turn = self.turn()
+        if turn is not None and turn.index == index:
             return turn
         return None
 
     def _commit_execution(self, execution: Mapping[str, Any]) -> None:
         self.launched = 0
-        node = self.node
-        turn = node["turn"]
+        document = self.journal.document
+        turn = self.turn()
         if turn is not None:
-            for entry in turn["calls"]:
-                calls, decisions, repairs = entry_totals(entry)
-                node["spent"]["calls"] += calls
-                node["spent"]["decisions"] += decisions
-                add_usage(node["spent"], entry_usage(entry))
-                if repairs:
-                    node["spent"]["repairs"] = node["spent"].get("repairs", 0) + repairs
+            spent = read_spent(document, self.path)
+            for entry in turn.calls:
+                spent = spent.plus(entry.totals, entry.usage_totals)
             self.put("turn", None)
-            self._log_spent()
-        previous, node["execution"] = node["execution"], dict(execution)
+            self._put_spent(spent)
+        where = (*self.path, "execution")
+        previous, now = read_execution(document, self.path), dict(execution)
+        set_at(document, where, now)
         changes: list[str] = []
-        state_changes((*self.path, "execution"), previous, node["execution"], changes)
+        state_changes(where, previous, now, changes)
         self.journal.record_changes(changes)
 
     def reserve(self, index: int, execution: Mapping[str, Any]) -> None:
@@ -245,9 +272,8 @@ class AgentJournal:
 
         def mutate() -> None:
             self._commit_execution(execution)
-            self.node["spent"]["decisions"] += 1
-            self._log_spent()
-            self.put("turn", {"index": index, "phase": "reserved", "calls": []})
+            self._put_spent(read_spent(self.journal.document, self.path).plus((0, 1, 0)))
+            self.put("turn", SavedTurn(index=index, phase="reserved").to_dict())
 
         self.journal.change(mutate)
 
@@ -258,12 +284,8 @@ class AgentJournal:
         saved = _plain_json(rejection, "Agent decision rejection")
 
         def mutate() -> None:
-            spent = self.node["spent"]
-            spent["decisions"] += 1
-            spent["repairs"] = spent.get("repairs", 0) + 1
-            self._log_spent()
-            self.node["turn"]["rejection"] = saved
-            self.journal.record((*self.path, "turn", "rejection"), saved)
+            self._put_spent(read_spent(self.journal.document, self.path).plus((0, 1, 1)))
+            self._set((*self.path, "turn", "rejection"), saved)
 
         self.journal.change(mutate)
 
@@ -272,7 +294,7 @@ class AgentJournal:
         self.journal.change(lambda: self._commit_execution(execution), durable=False)
 
     def decided(
-        self, calls: list[dict[str, Any]], starting: int, waiting: Mapping[int, str] | None = None
+        self, calls: Sequence[_Call], starting: int, waiting: Mapping[int, str] | None = None
     ) -> None:
         """Save the validated batch with its prepared inputs and its admission.
 
@@ -281,38 +303,43 @@ class AgentJournal:
         in `waiting` (index -> the agent's run id) wait for approval (`starting` is then 0).
         """
         waiting = waiting or {}
-        entries = [
-            {
-                **call,
-                "input": _plain_json(call["input"], f"Agent call {quote(call['id'])} input"),
-                "status": "running" if index < starting else "pending",
-                **({"approval": {"agentRunId": waiting[index]}} if index in waiting else {}),
-            }
+        entries = tuple(
+            CallEntry(
+                id=call.id,
+                tool=call.tool,
+                input=_plain_json(call.input, f"Agent call {quote(call.id)} input"),
+                status="running" if index < starting else "pending",
+                approval=CallApproval(agent_run_id=waiting[index]) if index in waiting else None,
+            )
             for index, call in enumerate(calls)
-        ]
+        )
 
         def mutate() -> None:
-            turn = self.node["turn"]
-            turn["phase"] = "decided"
-            turn["calls"] = entries
-            self.journal.record((*self.path, "turn"), turn)
-            self.node["spent"]["calls"] += len(calls)
-            self._log_spent()
+            turn = self.turn()
+            assert turn is not None
+            decided = SavedTurn(
+                index=turn.index, phase="decided", calls=entries, rejection=turn.rejection
+            )
+            self.put("turn", decided.to_dict())
+            spent = read_spent(self.journal.document, self.path)
+            self._put_spent(spent.plus((len(entries), 0, 0)))
 
         self.journal.change(mutate)
         self.launched = starting
 
     def pending_approvals(self) -> list[PendingApproval]:
         """The calls of this node that wait for approval (`PendingApproval`s)."""
-        return node_pending(self.node, self.agent_path)
+        return node_pending(self.node(), self.agent_path)
 
     def still_waiting(self, run_id: str) -> None:
         """Waiting calls stopped this attempt too: note its run id (saved with a flush)."""
 
         def mutate() -> None:
-            for index, entry in enumerate(self.entries):
-                if isinstance(entry.get("approval"), dict) and entry["status"] == "pending":
-                    self.put_call(index, "approval", {**entry["approval"], "agentRunId": run_id})
+            turn = self.turn()
+            for index, entry in enumerate(turn.calls if turn is not None else ()):
+                if entry.approval is not None and entry.status == "pending":
+                    approval = dataclasses.replace(entry.approval, agent_run_id=run_id)
+                    self.put_call(index, "approval", approval.to_dict())
 
         self.journal.change(mutate, durable=False)
 
@@ -325,14 +352,20 @@ class AgentJournal:
         person gave it, kept in the checkpoint's log so that giving it again later is
         recognised (and ignored).
         """
-        turn = self.node["turn"]["index"]
+        turn = self.turn()
+        assert turn is not None
+        entries = turn.calls
         records = [
-            {
-                "agent": self.agent_path,
-                "turn": turn,
-                "call": self.entries[index]["id"],
-                **_plain_json(decision_record(approval), "Approval decision"),
-            }
+            DecisionRecord(
+                agent=self.agent_path,
+                turn=turn.index,
+                call=entries[index].id,
+                kind=approval.kind,
+                message=approval.message if approval.kind == "reject" else None,
+                input=_plain_json(approval.input, "Approval decision")
+                if approval.kind == "edit"
+                else None,
+            ).to_dict()
             for index, approval in given.items()
         ]
         saved = {
@@ -340,9 +373,7 @@ class AgentJournal:
                 choice,
                 input=None
                 if choice.input is None
-                else _plain_json(
-                    choice.input, f"Agent call {quote(self.entries[index]['id'])} input"
-                ),
+                else _plain_json(choice.input, f"Agent call {quote(entries[index].id)} input"),
                 outcome=None
                 if choice.outcome is None
                 else _plain_json(choice.outcome, "Agent call outcome"),
@@ -352,22 +383,24 @@ class AgentJournal:
 
         def mutate() -> None:
             for index, choice in saved.items():
-                entry = self.entries[index]
-                self.put_call(index, "approval", {**entry["approval"], "decision": choice.kind})
+                entry = entries[index]
+                approval = entry.approval or CallApproval()
+                decided = dataclasses.replace(approval, decision=choice.kind)
+                self.put_call(index, "approval", decided.to_dict())
                 if choice.input is not None:
-                    self.put_call(index, "proposedInput", entry["input"])
+                    self.put_call(index, "proposedInput", entry.input)
                     self.put_call(index, "input", choice.input)
                 if choice.outcome is not None:
                     self.put_call(index, "status", "completed")
                     self.put_call(index, "outcome", choice.outcome)
-            self.journal.document.setdefault("decided", []).extend(records)
+            add_at(self.journal.document, ("decided",), records)
             self.journal.record_add(("decided",), records)
 
         self.journal.change(mutate)
 
     def stale(self, index: int) -> bool:
         """Whether call `index` was running when an earlier process stopped."""
-        return self.entries[index]["status"] == "running" and index >= self.launched
+        return index >= self.launched and self.entry(index).status == "running"
 
     def never_started(self, indices: list[int]) -> None:
         """Calls the decision saved as running that never started: pending again (saved
@@ -375,7 +408,7 @@ class AgentJournal:
 
         def mutate() -> None:
             for index in indices:
-                if index < self.launched and self.entries[index]["status"] == "running":
+                if index < self.launched and self.entry(index).status == "running":
                     self.put_call(index, "status", "pending")
 
         if indices:
@@ -397,19 +430,18 @@ class AgentJournal:
 
     def complete(self, index: int, outcome: Mapping[str, Any], slot: CallSlot | None) -> None:
         """Save call `index`'s outcome (and what a non-durable subagent spent)."""
-        saved = _plain_json(outcome, f"Agent call {quote(outcome['id'])} outcome")
-        entry = self.entries[index]
+        saved = _plain_json(outcome, f"Agent call {quote(str(outcome['id']))} outcome")
+        budget = slot.budget if slot is not None else None
 
         def mutate() -> None:
             self.put_call(index, "status", "completed")
             self.put_call(index, "outcome", saved)
-            budget = slot.budget if slot is not None else None
-            if budget is not None and entry.get("child") is None:
-                consumed: dict[str, Any] = {"calls": budget.calls, "decisions": budget.decisions}
-                if budget.repairs:
-                    consumed["repairs"] = budget.repairs
-                add_usage(consumed, (budget.input_tokens, budget.output_tokens, budget.cost))
-                self.put_call(index, "consumed", consumed)
+            if budget is not None and self.entry(index).child is None:
+                consumed = Spent(
+                    calls=budget.calls, decisions=budget.decisions, repairs=budget.repairs
+                )
+                amounts = (budget.input_tokens, budget.output_tokens, budget.cost)
+                self.put_call(index, "consumed", consumed.plus(amounts=amounts).to_dict())
 
         self.journal.change(mutate)
 
@@ -419,11 +451,11 @@ class AgentJournal:
         code = getattr(root, "code", None) if isinstance(root, TubelessError) else None
         if _unsaved(error) or self.journal.failed:
             return
-        failure = {
-            "code": code if isinstance(code, str) else "TUBELESS_STEP_FAILED",
-            "message": str(error)[:4096],
-        }
-        self.journal.change(lambda: self.put("failure", failure))
+        failure = Failure(
+            code=code if isinstance(code, str) else "TUBELESS_STEP_FAILED",
+            message=str(error)[:4096],
+        )
+        self.journal.change(lambda: self.put("failure", failure.to_dict()))
 
 
 def _unsaved(error: BaseException) -> bool:
@@ -453,17 +485,17 @@ def root_cause(error: BaseException) -> BaseException:
     return error
 
 
-def saved_outcome(entry: Mapping[str, Any]) -> FrozenDict:
+def saved_outcome(entry: CallEntry) -> FrozenDict:
     """A completed call's outcome, frozen again as the reducer first saw it."""
-    outcome: FrozenDict = freeze_json(entry["outcome"])
+    outcome: FrozenDict = freeze_json(entry.outcome)
     return outcome
 
 
-def interrupted_outcome(entry: Mapping[str, Any]) -> FrozenDict:
+def interrupted_outcome(entry: CallEntry) -> FrozenDict:
     """The recoverable outcome of an unsafe call that was running when the process died."""
     return FrozenDict(
-        id=entry["id"],
-        tool=entry["tool"],
+        id=entry.id,
+        tool=entry.tool,
         ok=False,
         error=FrozenDict(code=INTERRUPTED_CODE, message=INTERRUPTED_MESSAGE),
     )

@@ -1,24 +1,35 @@
-"""The checkpoint document of a durable agent: its shape, its checks, and typed reads of it.
+"""The checkpoint document of a durable agent: its shape, its checks, and its typed parts.
 
 A checkpoint is one JSON document (`format`, `version`, `key`, `id`, `agent`, and
 `decided`, the log of approval decisions given): one node per agent, the root's under
 `agent` and a durable subagent's under the call that started it (`child`).
-`parse_document` checks it before any agent callback runs; `check_identity` refuses a
-node of another definition; the budget helpers sum what a node charged; `SavedCall`,
-`DecisionRecord` and `ApprovalChoice` are the typed forms approvals read and write.
 
-The change log a store keeps beside a snapshot is `_journal_changes`.
+Every part of the document is a frozen dataclass here, each with one checked
+`from_dict(value, where)` (a damaged part raises `TUBELESS_AGENT_CHECKPOINT_INVALID`
+naming where it is) and one `to_dict()` (the JSON form the journal saves):
+`Checkpoint` (the document), `AgentNode` (an agent: its identity, `Spent` budget,
+`SavedExecution`, `SavedTurn` and terminal `Failure` or result), `CallEntry` (a call of
+a turn: its `CallApproval`, outcome, `consumed` budget and durable `child` node) and
+`DecisionRecord` (an entry of the log of decisions). `parse_document` checks a whole
+document before any agent callback runs; `check_identity` refuses a node of another
+definition; `SavedCall` is the flat view approvals read; `ApprovalChoice` is what the
+journal saves on a waiting call.
+
+The writer keeps the document as the JSON dictionaries these parts convert to and from
+(`_journal_writer`); the change log a store keeps beside a snapshot is `_journal_changes`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import uuid
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
+from tubeless._fields import wire, wire_dict
 from tubeless._quote import quote
 from tubeless.errors import AgentError
 
@@ -28,6 +39,26 @@ INVALID_CODE = "TUBELESS_AGENT_CHECKPOINT_INVALID"
 MISMATCH_CODE = "TUBELESS_AGENT_CHECKPOINT_MISMATCH"
 Path = tuple[str | int, ...]
 """Where a value sits in the document: dictionary keys and list indices from the top."""
+Amounts = tuple[int, int, Decimal]
+"""Input tokens, output tokens and cost."""
+
+_ALWAYS = wire(omit="never")
+_PLAIN = wire(convert=lambda value: value)
+"""A JSON scalar or caller data, written as it is (no conversion to look up)."""
+_AS_IS_NONE = wire(omit="none", convert=lambda value: value)
+_UNWRITTEN = wire(written=False)
+_NOTHING: Amounts = (0, 0, Decimal(0))
+
+
+def invalid(problem: str) -> AgentError:
+    """The error of a checkpoint that is corrupt or of another version."""
+    return AgentError(
+        f"Checkpoint is corrupt or of an unknown version: {problem}", code=INVALID_CODE
+    )
+
+
+def _counter(value: object) -> bool:
+    return type(value) is int and value >= 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,26 +74,514 @@ class ApprovalChoice:
     """A rejection's recoverable outcome (the call is saved as completed with it)."""
 
 
-def invalid(problem: str) -> AgentError:
-    """The error of a checkpoint that is corrupt or of another version."""
-    return AgentError(
-        f"Checkpoint is corrupt or of an unknown version: {problem}", code=INVALID_CODE
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Model usage charged to a budget (`usage` of a `spent` or `consumed` holder)."""
+
+    input_tokens: int = dataclasses.field(metadata=_PLAIN)
+    output_tokens: int = dataclasses.field(metadata=_PLAIN)
+    cost: int | float = dataclasses.field(metadata=_PLAIN)
+    """Saved as an integer when whole."""
+
+    @classmethod
+    def from_dict(cls, value: Any, problem: str) -> Usage:
+        """The checked usage in `value` (`problem`: the error's text when malformed)."""
+        cost = value.get("cost") if isinstance(value, dict) else None
+        if not (
+            isinstance(value, dict)
+            and all(_counter(value.get(name)) for name in ("inputTokens", "outputTokens"))
+            and isinstance(cost, (int, float))
+            and not isinstance(cost, bool)
+            and 0 <= cost < float("inf")
+        ):
+            raise invalid(problem)
+        return cls(
+            input_tokens=value["inputTokens"], output_tokens=value["outputTokens"], cost=cost
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+    @property
+    def amounts(self) -> Amounts:
+        return self.input_tokens, self.output_tokens, Decimal(repr(self.cost))
+
+
+def _usage_of(amounts: Amounts) -> Usage:
+    """The usage of `amounts`, its cost an integer when whole."""
+    cost = amounts[2]
+    return Usage(
+        input_tokens=amounts[0],
+        output_tokens=amounts[1],
+        cost=int(cost) if cost == cost.to_integral_value() else float(cost),
     )
+
+
+def _plus(left: Amounts, right: Amounts) -> Amounts:
+    return left[0] + right[0], left[1] + right[1], left[2] + right[2]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Spent:
+    """What a budget holder charged: a node's own `spent`, or a call's `consumed` (what a
+    non-durable subagent spent)."""
+
+    calls: int = dataclasses.field(metadata=_PLAIN)
+    decisions: int = dataclasses.field(metadata=_PLAIN)
+    repairs: int = dataclasses.field(
+        default=0, metadata=wire(omit="falsy", convert=lambda value: value)
+    )
+    """Absent from checkpoints made before repairs (and while none was made)."""
+    usage: Usage | None = None
+    """Absent in older checkpoints and while nothing was charged."""
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str, *, usage_problem: str = "usage") -> Spent:
+        """The checked holder in `value`; a consumed holder calls bad usage a bad budget."""
+        if not isinstance(value, dict):
+            raise invalid(f"{where} has no budget")
+        counters = (value.get("calls"), value.get("decisions"), value.get("repairs", 0))
+        if not all(_counter(counter) for counter in counters):
+            raise invalid(f"{where} has a malformed budget")
+        usage = value.get("usage")
+        return cls(
+            calls=value["calls"],
+            decisions=value["decisions"],
+            repairs=value.get("repairs", 0),
+            usage=None
+            if usage is None
+            else Usage.from_dict(usage, f"{where} has a malformed {usage_problem}"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        """`(calls, decisions, repairs)`."""
+        return self.calls, self.decisions, self.repairs
+
+    @property
+    def amounts(self) -> Amounts:
+        return self.usage.amounts if self.usage is not None else _NOTHING
+
+    def plus(self, counts: tuple[int, int, int] = (0, 0, 0), amounts: Amounts = _NOTHING) -> Spent:
+        """This holder with `counts` and `amounts` added (negative amounts: a refund)."""
+        usage = _usage_of(_plus(self.amounts, amounts)) if any(amounts) else self.usage
+        return Spent(
+            calls=self.calls + counts[0],
+            decisions=self.decisions + counts[1],
+            repairs=self.repairs + counts[2],
+            usage=usage,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    """A node's saved terminal failure."""
+
+    code: str = dataclasses.field(metadata=_PLAIN)
+    message: str = dataclasses.field(metadata=_PLAIN)
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> Failure:
+        if not (
+            isinstance(value, dict)
+            and all(type(value.get(name)) is str for name in ("code", "message"))
+        ):
+            raise invalid(f"{where} has a malformed failure")
+        return cls(code=value["code"], message=value["message"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SavedExecution:
+    """A node's last committed state: `{state, turn, stateVersion, calls}`."""
+
+    state: Any = dataclasses.field(metadata=_PLAIN)
+    """The reduced state, as saved (not copied)."""
+    turn: int = dataclasses.field(metadata=_PLAIN)
+    state_version: int = dataclasses.field(metadata=_PLAIN)
+    calls: int = dataclasses.field(metadata=_PLAIN)
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> SavedExecution:
+        if not (
+            isinstance(value, dict)
+            and all(_counter(value.get(name)) for name in ("turn", "stateVersion", "calls"))
+            and "state" in value
+            and value["turn"] >= 1
+        ):
+            raise invalid(f"{where} has a malformed execution")
+        return cls(
+            state=value["state"],
+            turn=value["turn"],
+            state_version=value["stateVersion"],
+            calls=value["calls"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CallApproval:
+    """The `approval` of a call that needed one: who stopped for it, and what was decided."""
+
+    agent_run_id: str | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """The agent run that last stopped for the call."""
+    decision: str | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """`approve`, `reject` or `edit` once decided."""
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> CallApproval:
+        if not isinstance(value, dict):
+            raise invalid(f"{where} has a malformed approval")
+        run_id, decision = value.get("agentRunId"), value.get("decision")
+        return cls(
+            agent_run_id=None if run_id is None else str(run_id),
+            decision=None if decision is None else str(decision),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+
+_STATUSES = frozenset({"pending", "running", "completed"})
+CallStatus = Literal["pending", "running", "completed"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CallEntry:
+    """A call of a node's current turn, as the journal saves it."""
+
+    id: str = dataclasses.field(metadata=_PLAIN)
+    """The call id the decision gave."""
+    tool: str = dataclasses.field(metadata=_PLAIN)
+    input: Any = dataclasses.field(metadata=_PLAIN)
+    """The prepared input (an edit's validated input once edited)."""
+    status: CallStatus = dataclasses.field(metadata=_PLAIN)
+    """`pending`, `running` (its intent saved) or `completed` (its outcome saved)."""
+    approval: CallApproval | None = None
+    """Present on a call admitted to wait for a person."""
+    outcome: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """A completed call's outcome (`{id, tool, ok, value | error}`)."""
+    proposed_input: Any = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """An edited call's input before the edit."""
+    consumed: Spent | None = None
+    """What a non-durable subagent the call ran spent."""
+    child: AgentNode | None = None
+    """The node of the durable subagent the call started."""
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> CallEntry:
+        if not (
+            isinstance(value, dict)
+            and type(value.get("id")) is str
+            and type(value.get("tool")) is str
+            and "input" in value
+            and value.get("status") in _STATUSES
+        ):
+            raise invalid(f"{where} is malformed")
+        outcome = value.get("outcome")
+        if value["status"] == "completed" and not (
+            isinstance(outcome, dict) and type(outcome.get("ok")) is bool
+        ):
+            raise invalid(f"{where} is completed without an outcome")
+        approval = value.get("approval")
+        consumed = value.get("consumed")
+        child = value.get("child")
+        return cls(
+            id=value["id"],
+            tool=value["tool"],
+            input=value["input"],
+            status=value["status"],
+            approval=None if approval is None else CallApproval.from_dict(approval, where),
+            outcome=outcome,
+            proposed_input=value.get("proposedInput"),
+            consumed=None
+            if consumed is None
+            else Spent.from_dict(consumed, where, usage_problem="budget"),
+            child=None if child is None else AgentNode.from_dict(child, f"{where} child"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the call waits for a decision (admitted, none recorded yet)."""
+        return (
+            self.approval is not None
+            and self.approval.decision is None
+            and self.status == "pending"
+        )
+
+    @property
+    def totals(self) -> tuple[int, int, int]:
+        """Calls, decisions and repairs charged below the call (its subagent's)."""
+        if self.child is not None:
+            return self.child.totals
+        return self.consumed.counts if self.consumed is not None else (0, 0, 0)
+
+    @property
+    def usage_totals(self) -> Amounts:
+        """Usage charged below the call (its subagent's)."""
+        if self.child is not None:
+            return self.child.usage_totals
+        return self.consumed.amounts if self.consumed is not None else _NOTHING
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SavedTurn:
+    """A node's current turn: reserved (its decision charged), then decided (its calls)."""
+
+    index: int = dataclasses.field(metadata=_PLAIN)
+    phase: Literal["reserved", "decided"] = dataclasses.field(metadata=_PLAIN)
+    calls: tuple[CallEntry, ...] = dataclasses.field(default=(), metadata=_ALWAYS)
+    rejection: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """The last rejected decision of the turn, sent to the next `decide`."""
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> SavedTurn:
+        if not (
+            isinstance(value, dict)
+            and _counter(value.get("index"))
+            and value.get("phase") in ("reserved", "decided")
+            and isinstance(value.get("calls"), list)
+        ):
+            raise invalid(f"{where} has a malformed turn")
+        rejection = value.get("rejection")
+        if not isinstance(value.get("rejection", {}), dict):
+            raise invalid(f"{where} has a malformed rejection")
+        return cls(
+            index=value["index"],
+            phase=value["phase"],
+            calls=tuple(
+                CallEntry.from_dict(entry, f"{where} call {position}")
+                for position, entry in enumerate(value["calls"])
+            ),
+            rejection=rejection,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+
+_IDENTITY_KEYS = ("agent", "definitionId", "options", "limits", "tools")
+_NOT_FINISHED = object()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class AgentNode:
+    """One agent's node: what it is, what it spent, its state, turn and end."""
+
+    identity: Mapping[str, Any]
+    """`agent`, `definitionId`, `options`, `limits` and `tools` as saved (see
+    `check_identity`)."""
+    spent: Spent
+    """The node's own charges (its subagents' are under their calls)."""
+    execution: SavedExecution | None = None
+    turn: SavedTurn | None = None
+    failure: Failure | None = None
+    result: Any = _NOT_FINISHED
+    """The validated finish result, once saved."""
+
+    @classmethod
+    def new(cls, identity: NodeIdentity) -> AgentNode:
+        """A new agent node of `identity`: nothing spent, no state, no turn."""
+        return cls(identity=identity.to_dict(), spent=Spent(calls=0, decisions=0))
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> AgentNode:
+        """The checked node in `value` and everything below it, before any callback."""
+        if not isinstance(value, dict) or not isinstance(value.get("spent"), dict):
+            raise invalid(f"{where} has no budget")
+        spent = Spent.from_dict(value["spent"], where)
+        execution = value.get("execution")
+        failure = value.get("failure", None) if "failure" in value else None
+        if "failure" in value and failure is None:
+            raise invalid(f"{where} has a malformed failure")
+        turn = value.get("turn", 0)
+        return cls(
+            identity={name: value[name] for name in _IDENTITY_KEYS if name in value},
+            spent=spent,
+            execution=None if execution is None else SavedExecution.from_dict(execution, where),
+            failure=None if failure is None else Failure.from_dict(failure, where),
+            turn=None if turn is None else SavedTurn.from_dict(turn, where),
+            result=value.get("result", _NOT_FINISHED),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **self.identity,
+            "spent": self.spent.to_dict(),
+            "execution": None if self.execution is None else self.execution.to_dict(),
+            "turn": None if self.turn is None else self.turn.to_dict(),
+        }
+        if self.failure is not None:
+            out["failure"] = self.failure.to_dict()
+        if self.finished_with_result:
+            out["result"] = self.result
+        return out
+
+    @property
+    def finished_with_result(self) -> bool:
+        return self.result is not _NOT_FINISHED
+
+    @property
+    def finished(self) -> bool:
+        """Whether the node saved its result or a terminal failure."""
+        return self.finished_with_result or self.failure is not None
+
+    @property
+    def calls(self) -> tuple[CallEntry, ...]:
+        """The calls of the current turn (none between turns)."""
+        return self.turn.calls if self.turn is not None else ()
+
+    @property
+    def totals(self) -> tuple[int, int, int]:
+        """Calls, decisions and repairs charged to this node's budget: its own and its
+        subtree's."""
+        calls, decisions, repairs = self.spent.counts
+        for entry in self.calls:
+            below = entry.totals
+            calls += below[0]
+            decisions += below[1]
+            repairs += below[2]
+        return calls, decisions, repairs
+
+    @property
+    def usage_totals(self) -> Amounts:
+        """Usage charged to this node's budget: its own and its subtree's."""
+        total = self.spent.amounts
+        for entry in self.calls:
+            total = _plus(total, entry.usage_totals)
+        return total
+
+    @property
+    def path(self) -> str:
+        """The agent path of a root node (its agent id)."""
+        return str(self.identity.get("agent", ""))
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionRecord:
+    """A decision kept in the checkpoint's log (`decided`) of every decision given."""
+
+    agent: str | None = None
+    """The agent path of the call's node (absent: read from the call itself)."""
+    turn: int | None = None
+    """The turn it was given in."""
+    call: str
+    """The call id it decided."""
+    kind: str
+    """`approve`, `reject` or `edit`."""
+    message: Any = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """A rejection's message."""
+    input: Any = dataclasses.field(default=None, metadata=_AS_IS_NONE)
+    """An edit's input, as the person gave it."""
+    legacy: bool = dataclasses.field(default=False, metadata=_UNWRITTEN)
+    """Read from the call itself (a checkpoint saved before the log existed keeps only the
+    decision's kind)."""
+
+    @classmethod
+    def from_dict(cls, value: Any) -> DecisionRecord | None:
+        """The record in `value` (`None` for an entry that is not a record: skipped)."""
+        if not isinstance(value, dict):
+            return None
+        agent, turn = value.get("agent"), value.get("turn")
+        return cls(
+            agent=None if agent is None else str(agent),
+            turn=turn if type(turn) is int else None,
+            call=str(value.get("call")),
+            kind=str(value.get("kind")),
+            message=value.get("message"),
+            input=value.get("input"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return wire_dict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """A whole checkpoint document."""
+
+    key: Any = None
+    id: str
+    """The execution id, saved when the execution started."""
+    agent: AgentNode | None = None
+    """The root agent's node (`None` before the execution started)."""
+    decided: tuple[DecisionRecord, ...] = ()
+    """The log of approval decisions given."""
+
+    @classmethod
+    def fresh(cls, key: str) -> Checkpoint:
+        """A new execution's document (a fresh execution id, no agent node yet)."""
+        return cls(key=key, id=uuid.uuid4().hex)
+
+    @classmethod
+    def from_dict(cls, value: Any) -> Checkpoint:
+        """The checked document in `value`.
+
+        Raises:
+            AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID`.
+        """
+        if not isinstance(value, dict) or value.get("format") != CHECKPOINT_FORMAT:
+            raise invalid("not a tubeless agent checkpoint")
+        if value.get("version") != CHECKPOINT_VERSION:
+            raise invalid(f"version {quote(value.get('version'))}, expected 1")
+        agent = value.get("agent")
+        if type(value.get("id")) is not str or not (agent is None or isinstance(agent, dict)):
+            raise invalid("missing execution id or agent node")
+        log = value.get("decided")
+        records = (
+            DecisionRecord.from_dict(item) for item in (log if isinstance(log, list) else ())
+        )
+        return cls(
+            key=value.get("key"),
+            id=value["id"],
+            agent=None if agent is None else AgentNode.from_dict(agent, "agent"),
+            decided=tuple(record for record in records if record is not None),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "key": self.key,
+            "id": self.id,
+            "agent": None if self.agent is None else self.agent.to_dict(),
+        }
+        if self.decided:
+            out["decided"] = [record.to_dict() for record in self.decided]
+        return out
+
+    def decisions_of(self, call_id: str) -> list[DecisionRecord]:
+        """The logged decisions of calls with this id, oldest first."""
+        return [record for record in self.decided if record.call == call_id]
+
+    def calls(self) -> list[SavedCall]:
+        """Every call of the root node and of the subagent nodes below it (none before
+        the execution started)."""
+        return [] if self.agent is None else tree_calls(self.agent, self.agent.path)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the root agent saved its result or a terminal failure."""
+        return self.agent is not None and self.agent.finished
 
 
 def fresh_document(key: str) -> dict[str, Any]:
     """A new execution's document (a fresh execution id, no agent node yet)."""
-    return {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
-        "key": key,
-        "id": uuid.uuid4().hex,
-        "agent": None,
-    }
+    return Checkpoint.fresh(key).to_dict()
 
 
 def parse_document(text: str) -> dict[str, Any]:
-    """The checked document in `text`.
+    """The checked document in `text` (checked by `Checkpoint.from_dict`).
 
     Raises:
         AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID`.
@@ -71,167 +590,22 @@ def parse_document(text: str) -> dict[str, Any]:
         document = json.loads(text)
     except (ValueError, RecursionError) as error:
         raise invalid(f"not JSON ({str(error)[:120]})") from None
-    if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
-        raise invalid("not a tubeless agent checkpoint")
-    if document.get("version") != CHECKPOINT_VERSION:
-        raise invalid(f"version {quote(document.get('version'))}, expected 1")
-    if type(document.get("id")) is not str or not (
-        document.get("agent") is None or isinstance(document.get("agent"), dict)
-    ):
-        raise invalid("missing execution id or agent node")
-    if document["agent"] is not None:
-        _check_node(document["agent"], "agent")
+    Checkpoint.from_dict(document)
+    assert isinstance(document, dict)
     return document
 
 
-_STATUSES = frozenset({"pending", "running", "completed"})
+def read_checkpoint(text: str) -> Checkpoint:
+    """The typed, checked document in `text`.
 
-
-def _counter(value: object) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _usage_ok(holder: Mapping[str, Any]) -> bool:
-    """Whether the optional `usage` of a `spent` or `consumed` holder is well formed."""
-    usage = holder.get("usage")
-    if usage is None:
-        return True
-    cost = usage.get("cost") if isinstance(usage, dict) else None
-    return (
-        isinstance(usage, dict)
-        and all(_counter(usage.get(name)) for name in ("inputTokens", "outputTokens"))
-        and isinstance(cost, (int, float))
-        and not isinstance(cost, bool)
-        and 0 <= cost < float("inf")
-    )
-
-
-def _usage_of(holder: Mapping[str, Any] | None) -> tuple[int, int, Decimal]:
-    """The usage in a `spent` or `consumed` holder (none recorded: zero)."""
-    usage = holder.get("usage") if holder else None
-    if not usage:
-        return 0, 0, Decimal(0)
-    return usage["inputTokens"], usage["outputTokens"], Decimal(repr(usage["cost"]))
-
-
-def add_usage(holder: dict[str, Any], amounts: tuple[int, int, Decimal]) -> None:
-    """Add `amounts` to the usage of a `spent` holder."""
-    if not any(amounts):
-        return
-    now = _usage_of(holder)
-    cost = now[2] + amounts[2]
-    holder["usage"] = {
-        "inputTokens": now[0] + amounts[0],
-        "outputTokens": now[1] + amounts[1],
-        "cost": int(cost) if cost == cost.to_integral_value() else float(cost),
-    }
-
-
-def _check_node(node: Any, where: str) -> None:
-    """Check the shape of a saved node and everything below it, before any callback."""
-    if not isinstance(node, dict) or not isinstance(node.get("spent"), dict):
-        raise invalid(f"{where} has no budget")
-    spent = node["spent"]
-    counters = (spent.get("calls"), spent.get("decisions"), spent.get("repairs", 0))
-    if not all(_counter(value) for value in counters):
-        raise invalid(f"{where} has a malformed budget")
-    if not _usage_ok(spent):
-        raise invalid(f"{where} has a malformed usage")
-    execution = node.get("execution")
-    if execution is not None and not (
-        isinstance(execution, dict)
-        and all(_counter(execution.get(name)) for name in ("turn", "stateVersion", "calls"))
-        and "state" in execution
-        and execution["turn"] >= 1
-    ):
-        raise invalid(f"{where} has a malformed execution")
-    if "failure" in node and not (
-        isinstance(node["failure"], dict)
-        and all(type(node["failure"].get(name)) is str for name in ("code", "message"))
-    ):
-        raise invalid(f"{where} has a malformed failure")
-    turn = node.get("turn", 0)
-    if turn is None:
-        return
-    if not (
-        isinstance(turn, dict)
-        and _counter(turn.get("index"))
-        and turn.get("phase") in ("reserved", "decided")
-        and isinstance(turn.get("calls"), list)
-    ):
-        raise invalid(f"{where} has a malformed turn")
-    if not isinstance(turn.get("rejection", {}), dict):
-        raise invalid(f"{where} has a malformed rejection")
-    for position, entry in enumerate(turn["calls"]):
-        _check_entry(entry, f"{where} call {position}")
-
-
-def _check_entry(entry: Any, where: str) -> None:
-    if not (
-        isinstance(entry, dict)
-        and type(entry.get("id")) is str
-        and type(entry.get("tool")) is str
-        and "input" in entry
-        and entry.get("status") in _STATUSES
-    ):
-        raise invalid(f"{where} is malformed")
-    outcome = entry.get("outcome")
-    if entry["status"] == "completed" and not (
-        isinstance(outcome, dict) and type(outcome.get("ok")) is bool
-    ):
-        raise invalid(f"{where} is completed without an outcome")
-    if "approval" in entry and not isinstance(entry["approval"], dict):
-        raise invalid(f"{where} has a malformed approval")
-    consumed = entry.get("consumed")
-    if consumed is not None and not (
-        isinstance(consumed, dict)
-        and all(_counter(consumed.get(name)) for name in ("calls", "decisions"))
-        and _usage_ok(consumed)
-        and _counter(consumed.get("repairs", 0))
-    ):
-        raise invalid(f"{where} has a malformed budget")
-    if entry.get("child") is not None:
-        _check_node(entry["child"], f"{where} child")
-
-
-def _spent(counts: Mapping[str, Any]) -> tuple[int, int, int]:
-    """`(calls, decisions, repairs)`; `repairs` is absent from checkpoints made before it."""
-    return counts["calls"], counts["decisions"], counts.get("repairs", 0)
-
-
-def node_totals(node: Mapping[str, Any]) -> tuple[int, int, int]:
-    """Calls, decisions and repairs charged to this node's budget: its own and its subtree's."""
-    calls, decisions, repairs = _spent(node["spent"])
-    turn = node.get("turn")
-    for entry in turn["calls"] if turn else ():
-        below = entry_totals(entry)
-        calls += below[0]
-        decisions += below[1]
-        repairs += below[2]
-    return calls, decisions, repairs
-
-
-def node_usage_totals(node: Mapping[str, Any]) -> tuple[int, int, Decimal]:
-    """Usage charged to this node's budget: its own and its subtree's."""
-    total = _usage_of(node["spent"])
-    turn = node.get("turn")
-    for entry in turn["calls"] if turn else ():
-        below = entry_usage(entry)
-        total = (total[0] + below[0], total[1] + below[1], total[2] + below[2])
-    return total
-
-
-def entry_usage(entry: Mapping[str, Any]) -> tuple[int, int, Decimal]:
-    if entry.get("child") is not None:
-        return node_usage_totals(entry["child"])
-    return _usage_of(entry.get("consumed"))
-
-
-def entry_totals(entry: Mapping[str, Any]) -> tuple[int, int, int]:
-    if entry.get("child") is not None:
-        return node_totals(entry["child"])
-    consumed = entry.get("consumed")
-    return _spent(consumed) if consumed else (0, 0, 0)
+    Raises:
+        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID`.
+    """
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise invalid(f"not JSON ({str(error)[:120]})") from None
+    return Checkpoint.from_dict(document)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -254,27 +628,14 @@ class NodeIdentity:
         }
 
 
-def new_node(identity: NodeIdentity) -> dict[str, Any]:
-    """A new agent node of `identity`: nothing spent, no state, no turn."""
-    return {
-        **identity.to_dict(),
-        "spent": {"calls": 0, "decisions": 0},
-        "execution": None,
-        "turn": None,
-    }
-
-
-def check_identity(node: Mapping[str, Any], identity: NodeIdentity) -> None:
+def check_identity(node: AgentNode, identity: NodeIdentity) -> None:
     """Refuse a saved node made by another definition, options, limits or tools.
 
     Raises:
         AgentError: `TUBELESS_AGENT_CHECKPOINT_MISMATCH`, naming what differs.
-        AgentError: `TUBELESS_AGENT_CHECKPOINT_INVALID` for a node missing its fields.
     """
-    if not isinstance(node.get("spent"), dict) or "turn" not in node:
-        raise invalid("agent node without its budget or turn")
     for field, value in identity.to_dict().items():
-        if node.get(field) != value:
+        if node.identity.get(field) != value:
             raise AgentError(
                 f"Checkpoint of agent {quote(identity.agent)} has another {field}; use a "
                 "new execution key",
@@ -282,38 +643,128 @@ def check_identity(node: Mapping[str, Any], identity: NodeIdentity) -> None:
             )
 
 
-# -- reading the calls and decisions of a checkpoint (for approvals) --------------------
+# -- the writer's side: where the parts sit in the document's dictionaries --------------
+
+
+def node_dict(document: Mapping[str, Any], path: Path) -> dict[str, Any] | None:
+    """The node dictionary at `path` of the document (`None`: not made yet)."""
+    value: Any = document
+    for step in path:
+        value = value[step]
+    assert value is None or isinstance(value, dict)
+    return value
+
+
+@functools.lru_cache(maxsize=256)
+def _where(path: Path) -> str:
+    """How errors name the node at `path` (`agent`, `agent.turn.calls.0.child`, ...)."""
+    return ".".join(map(str, path))
+
+
+def read_node(document: Mapping[str, Any], path: Path) -> AgentNode:
+    """The node at `path`, typed (it was checked when the document was read)."""
+    return AgentNode.from_dict(node_dict(document, path), _where(path))
+
+
+def read_turn(document: Mapping[str, Any], path: Path) -> SavedTurn | None:
+    """The current turn of the node at `path`, typed."""
+    node = node_dict(document, path)
+    assert node is not None
+    turn = node["turn"]
+    return None if turn is None else SavedTurn.from_dict(turn, _where(path))
+
+
+def read_entry(document: Mapping[str, Any], path: Path, index: int) -> CallEntry:
+    """Call `index` of the current turn of the node at `path`, typed."""
+    node = node_dict(document, path)
+    assert node is not None
+    return CallEntry.from_dict(node["turn"]["calls"][index], f"{_where(path)} call {index}")
+
+
+def read_spent(document: Mapping[str, Any], path: Path) -> Spent:
+    """The own budget of the node at `path`, typed."""
+    node = node_dict(document, path)
+    assert node is not None
+    return Spent.from_dict(node["spent"], _where(path))
+
+
+def read_execution(document: Mapping[str, Any], path: Path) -> dict[str, Any] | None:
+    """The execution dictionary of the node at `path`, as saved (the diff of the next
+    commit compares against it)."""
+    node = node_dict(document, path)
+    assert node is not None
+    execution: dict[str, Any] | None = node["execution"]
+    return execution
+
+
+def set_at(document: dict[str, Any], path: Path, value: Any) -> None:
+    """Put `value` at `path` of the document (the parent must exist)."""
+    container: Any = document
+    for step in path[:-1]:
+        container = container[step]
+    container[path[-1]] = value
+
+
+def add_at(document: dict[str, Any], path: Path, items: list[Any]) -> None:
+    """Extend the list at `path` (made when missing) with `items`."""
+    container: Any = document
+    for step in path[:-1]:
+        container = container[step]
+    container.setdefault(path[-1], []).extend(items)
+
+
+# -- reading the calls of a checkpoint (for approvals) ---------------------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SavedCall:
-    """A call of an agent's current turn, as the checkpoint holds it."""
+    """A call of an agent's current turn, with where it sits in the tree."""
 
     agent: str
     """The agent path of the node the call belongs to."""
     turn: int
     """The node's current turn."""
-    id: str
-    """The call id the decision gave."""
-    tool: str
-    """The tool's name."""
-    input: Any
-    """The prepared input (an edit's validated input once edited)."""
-    status: str
-    """`pending`, `running` or `completed`."""
-    needs_approval: bool
-    """Whether the call was admitted waiting for a person."""
-    agent_run_id: str
-    """The agent run that last stopped for it (waiting calls; else empty)."""
-    decision: str | None
-    """The kind of the decision recorded on it (`approve`, `reject`, `edit`), if any."""
-    child: Mapping[str, Any] | None
-    """The node of the durable subagent the call started, if any."""
+    entry: CallEntry
+    """The call as saved."""
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    @property
+    def tool(self) -> str:
+        return self.entry.tool
+
+    @property
+    def input(self) -> Any:
+        return self.entry.input
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether the call was admitted waiting for a person."""
+        return self.entry.approval is not None
+
+    @property
+    def agent_run_id(self) -> str:
+        """The agent run that last stopped for it (waiting calls; else empty)."""
+        approval = self.entry.approval
+        return "" if approval is None or approval.agent_run_id is None else approval.agent_run_id
+
+    @property
+    def decision(self) -> str | None:
+        """The kind of the decision recorded on it (`approve`, `reject`, `edit`), if any."""
+        approval = self.entry.approval
+        return None if approval is None else approval.decision
+
+    @property
+    def child(self) -> AgentNode | None:
+        """The node of the durable subagent the call started, if any."""
+        return self.entry.child
 
     @property
     def waiting(self) -> bool:
         """Whether the call waits for a decision (admitted, none recorded yet)."""
-        return self.needs_approval and self.decision is None and self.status == "pending"
+        return self.entry.waiting
 
     @property
     def child_path(self) -> str:
@@ -321,58 +772,15 @@ class SavedCall:
         return f"{self.agent}/{self.turn}/{self.id}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class DecisionRecord:
-    """A decision kept in the checkpoint's log (`decided`) of every decision given."""
-
-    call: str
-    """The call id it decided."""
-    kind: str
-    """`approve`, `reject` or `edit`."""
-    message: Any = None
-    """A rejection's message."""
-    input: Any = None
-    """An edit's input, as the person gave it."""
-    legacy: bool = False
-    """Read from the call itself (a checkpoint saved before the log existed keeps only the
-    decision's kind)."""
-
-
-def waiting(entry: Mapping[str, Any]) -> bool:
-    """Whether a journaled call waits for a decision (admitted, none recorded yet)."""
-    approval = entry.get("approval")
-    return (
-        isinstance(approval, dict) and "decision" not in approval and entry["status"] == "pending"
-    )
-
-
-def node_calls(node: Mapping[str, Any], path: str) -> list[SavedCall]:
+def node_calls(node: AgentNode, path: str) -> list[SavedCall]:
     """The calls of `node`'s current turn (`path`: its agent path)."""
-    turn: Any = node.get("turn")
-    found = []
-    for entry in turn["calls"] if turn else ():
-        approval = entry.get("approval")
-        approval = approval if isinstance(approval, dict) else None
-        found.append(
-            SavedCall(
-                agent=path,
-                turn=turn["index"],
-                id=entry["id"],
-                tool=entry["tool"],
-                input=entry["input"],
-                status=entry["status"],
-                needs_approval=approval is not None,
-                agent_run_id="" if approval is None else str(approval.get("agentRunId", "")),
-                decision=str(approval["decision"])
-                if approval is not None and "decision" in approval
-                else None,
-                child=entry.get("child"),
-            )
-        )
-    return found
+    turn = node.turn
+    if turn is None:
+        return []
+    return [SavedCall(agent=path, turn=turn.index, entry=entry) for entry in turn.calls]
 
 
-def tree_calls(node: Mapping[str, Any], path: str) -> list[SavedCall]:
+def tree_calls(node: AgentNode, path: str) -> list[SavedCall]:
     """The calls of `node` and of every subagent node below it, each node's before its
     subagents'."""
     own = node_calls(node, path)
@@ -383,27 +791,6 @@ def tree_calls(node: Mapping[str, Any], path: str) -> list[SavedCall]:
     return found
 
 
-def root_of(document: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
-    """The root agent node and its path, or `None` before the execution started."""
-    root = document.get("agent")
-    return (root, str(root.get("agent", ""))) if isinstance(root, dict) else None
-
-
-def finished(node: Mapping[str, Any]) -> bool:
-    """Whether an agent node saved its result or a terminal failure."""
-    return "result" in node or "failure" in node
-
-
-def decision_log(document: Mapping[str, Any], call_id: str) -> list[DecisionRecord]:
-    """The logged decisions of calls with this id, oldest first."""
-    log = document.get("decided")
-    return [
-        DecisionRecord(
-            call=call_id,
-            kind=str(record.get("kind")),
-            message=record.get("message"),
-            input=record.get("input"),
-        )
-        for record in (log if isinstance(log, list) else ())
-        if isinstance(record, dict) and record.get("call") == call_id
-    ]
+def execution_id_of(document: Mapping[str, Any]) -> str:
+    """The execution id of a checked document."""
+    return str(document["id"])

@@ -18,7 +18,6 @@ workers' clocks need not agree.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import typing
 import uuid
@@ -29,7 +28,7 @@ from tubeless.agent._approvals import checkpoint_pending_approvals
 from tubeless.agent._checkpoint_lease import busy_error
 from tubeless.agent._durability import KEY_CODE
 from tubeless.agent._journal_changes import fold_changes
-from tubeless.agent._journal_document import finished, root_of
+from tubeless.agent._journal_document import read_checkpoint
 from tubeless.agent._store_errors import WRITE_FAILED_CODE
 from tubeless.errors import AgentDefinitionError, AgentError, CheckpointStoreError
 
@@ -147,11 +146,9 @@ def _folded(row: tuple[object, ...]) -> str:
 def _finished(row: tuple[object, ...]) -> bool:
     """Whether a checkpoint's root agent saved a result or a terminal failure."""
     try:
-        document = json.loads(_folded(row)) if row[0] is not None else None
-        root = root_of(document) if isinstance(document, dict) else None
-    except (ValueError, RecursionError, AgentError):
+        return row[0] is not None and read_checkpoint(_folded(row)).finished
+    except AgentError:
         return False  # a corrupt checkpoint is listed: someone must look at it
-    return root is not None and finished(root[0])
 
 
 @typing.final

@@ -24,7 +24,7 @@ from tubeless.agent._decisions import ContinueDecision, parse_decision
 from tubeless.agent._delegate import PipelineToolSpec, prepare_child_options
 from tubeless.agent._durability import Durability
 from tubeless.agent._journal import AgentJournal
-from tubeless.agent._journal_document import ApprovalChoice, waiting
+from tubeless.agent._journal_document import ApprovalChoice, SavedTurn
 from tubeless.agent._limits import AgentLimits
 from tubeless.agent._prepare import BatchPreparer, PreparedCall, prepare_result
 from tubeless.agent._repairs import (
@@ -191,7 +191,7 @@ class DecideStep:
         invocation.budget.check_time()
         journal = invocation.journal
         saved = journal.saved_turn(execution.turn) if journal is not None else None
-        if saved is not None and saved["phase"] == "decided":
+        if saved is not None and saved.phase == "decided":
             # Decided before the restart: the saved batch, admitted and prepared once.
             assert journal is not None
             prepared = self._restore(saved)
@@ -202,7 +202,7 @@ class DecideStep:
                 journal.reserve(execution.turn, execution.to_dict())
         callback = runtime.dry_run if context.dry_run and runtime.dry_run else runtime.decide
         # A resume after a repair sends the saved rejection again, charging nothing more.
-        rejection = freeze_json(saved["rejection"]) if saved and "rejection" in saved else None
+        rejection = freeze_json(saved.rejection) if saved and saved.rejection is not None else None
         while True:
             if rejection is not None:
                 invocation.budget.check_time()
@@ -279,11 +279,7 @@ class DecideStep:
             # The calls step starts this many at once (see `run_lazily`); none when a call
             # of the batch waits for approval.
             starting = 0 if waits else min(self._runtime.limits.max_concurrency, len(prepared))
-            journal.decided(
-                [{"id": c.id, "tool": c.tool, "input": c.input} for c in prepared],
-                starting,
-                waits,
-            )
+            journal.decided(prepared, starting, waits)
             if waits:
                 raise ApprovalRequiredError(journal.pending_approvals())
         return PreparedBatch(prepared)
@@ -355,7 +351,7 @@ class DecideStep:
 
     def _approved(
         self,
-        saved: Mapping[str, Any],
+        saved: SavedTurn,
         prepared: tuple[PreparedCall, ...],
         invocation: Invocation,
         journal: AgentJournal,
@@ -366,8 +362,8 @@ class DecideStep:
         Every decision is checked (an edit validated) before one write records them all;
         without decisions the batch still waits and nothing starts.
         """
-        entries = saved["calls"]
-        indices = [index for index, entry in enumerate(entries) if waiting(entry)]
+        entries = saved.calls
+        indices = [index for index, entry in enumerate(entries) if entry.waiting]
         if not indices:
             return prepared
         decisions = journal.journal.approvals
@@ -378,10 +374,10 @@ class DecideStep:
         chosen: dict[int, ApprovalChoice] = {}
         for index in indices:
             entry = entries[index]
-            decision = decisions.get(entry["id"])
+            decision = decisions.get(entry.id)
             if decision is None:
                 raise AgentError(
-                    f"No decision for waiting call {quote(entry['id'])}", code=MISSING_CODE
+                    f"No decision for waiting call {quote(entry.id)}", code=MISSING_CODE
                 )
             if decision.kind == "reject":
                 assert decision.message is not None
@@ -394,9 +390,7 @@ class DecideStep:
             else:
                 chosen[index] = ApprovalChoice(kind="approve")
         raise_if_cancelled(context.signal)
-        journal.decide_approvals(
-            chosen, {index: decisions[entries[index]["id"]] for index in chosen}
-        )
+        journal.decide_approvals(chosen, {index: decisions[entries[index].id] for index in chosen})
         return tuple(calls)
 
     def _edited(self, call: PreparedCall, new_input: Any, journal: AgentJournal) -> Any:
@@ -407,23 +401,21 @@ class DecideStep:
             return checked[key]
         return validated_edit(self._runtime.tools[call.tool], call.tool, call.id, new_input)
 
-    def _restore(self, saved: Mapping[str, Any]) -> tuple[PreparedCall, ...]:
+    def _restore(self, saved: SavedTurn) -> tuple[PreparedCall, ...]:
         """The prepared calls of a saved batch: saved inputs, plans made again (pure)."""
         runtime = self._runtime
         prepared = []
-        for entry in saved["calls"]:
-            spec = runtime.tools[entry["tool"]]
-            pipe = runtime.tool_pipelines[entry["tool"]]
+        for entry in saved.calls:
+            spec = runtime.tools[entry.tool]
+            pipe = runtime.tool_pipelines[entry.tool]
             if isinstance(spec, PipelineToolSpec):
                 child_plan = spec.pipeline.plan(_WET)
                 plan = child_plan if spec.subagent else pipe.plan(_WET)
                 child = None if spec.subagent else child_plan
-                prepared.append(
-                    PreparedCall(entry["id"], entry["tool"], thaw(entry["input"]), plan, child)
-                )
+                prepared.append(PreparedCall(entry.id, entry.tool, thaw(entry.input), plan, child))
             else:
                 prepared.append(
-                    PreparedCall(entry["id"], entry["tool"], thaw(entry["input"]), pipe.plan(_WET))
+                    PreparedCall(entry.id, entry.tool, thaw(entry.input), pipe.plan(_WET))
                 )
         return tuple(prepared)
 
