@@ -135,6 +135,8 @@ class _Batch:
             else None
         )
         self._controls = _DRY if context.dry_run else _WET
+        # Without a cassette or a journal a call is only dispatched (see `_played`).
+        self._settled = invocation.tape is not None or invocation.journal is not None
         self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
         self.failure: BaseException | None = None
         self.begun: set[int] = set()
@@ -150,7 +152,7 @@ class _Batch:
         if progress:
             progress.set(call.id, "running")
         try:
-            outcome = self._played(index, call)
+            outcome = self._played(index, call) if self._settled else self._dispatch(call, None)
         except Exception as error:
             with self._lock:
                 self.failure = self.failure or error
@@ -243,10 +245,10 @@ class _Batch:
         attributes = self._attributes
         if attributes is not None:
             attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
-        pipeline = self._runtime.tool_pipelines[call.tool]
-        spec = self._runtime.tools[call.tool]
+        runtime = self._runtime
+        pipeline = runtime.tool_pipelines[call.tool]
+        spec = runtime.tools[call.tool]
         budget = self._invocation.budget
-        signal = self._signal
         ran: PipelineRun | ChildValue
         if isinstance(spec, PipelineToolSpec) and spec.subagent:
             # The subagent's own jobs take permits; waiting for it holds none.
@@ -270,7 +272,7 @@ class _Batch:
             options = {"input": call.input, "attributes": attributes, "execution": execution}
         if spec.timeout is not None or spec.retry is not None or budget.deadline is not None:
             return self._bounded(call, spec, pipeline, options)
-        with budget.permit(signal):
+        with budget.permit(self._signal):
             ran = run_child_value(
                 self._context,
                 pipeline,

@@ -272,8 +272,7 @@ class DecideStep:
         preparer = BatchPreparer(runtime.tools, runtime.tool_pipelines, context, repairs)
         prepared = preparer.prepare(decision, invocation.budget)
         invocation.budget.admit_calls(len(batch))
-        calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
-        _record(invocation, execution.turn, {"kind": "continue", "calls": calls})
+        _record_batch(invocation, execution.turn, decision)
         if journal is not None:
             waits = self._waiting(prepared, view, invocation.agent_run_id)
             # The calls step starts this many at once (see `run_lazily`); none when a call
@@ -475,6 +474,13 @@ def _record(invocation: Invocation, turn: int, decision: Mapping[str, Any]) -> N
     """Keep a validated decision on the cassette, when one records the run."""
     if invocation.tape is not None:
         invocation.tape.record_decision(turn, decision)
+
+
+def _record_batch(invocation: Invocation, turn: int, decision: ContinueDecision) -> None:
+    """Keep a validated batch on the cassette; its call dicts are built only for one."""
+    if invocation.tape is not None:
+        calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
+        invocation.tape.record_decision(turn, {"kind": "continue", "calls": calls})
 
 
 def validated_edit(
