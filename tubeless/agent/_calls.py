@@ -26,6 +26,7 @@ from tubeless.agent._prepare import PreparedCall
 from tubeless.agent._tools import _ToolSpec
 from tubeless.agent._turn import (
     AgentRuntime,
+    Execution,
     Invocation,
     PreparedBatch,
     turn_options,
@@ -116,15 +117,21 @@ class _CallsProgress:
 class _Batch:
     """The state of one dispatched batch: outcomes in decision order, first fatal failure."""
 
-    def __init__(self, runtime: AgentRuntime, batch: PreparedBatch, context: StepContext) -> None:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        batch: PreparedBatch,
+        context: StepContext,
+        turn: tuple[Execution, Invocation],
+        watched: bool,
+    ) -> None:
         self._runtime = runtime
         self._calls = batch.calls
         self._context = context
         self._signal = context.signal
-        execution, invocation = turn_options(context.options)
+        execution, invocation = turn
         self._invocation: Invocation = invocation
         self._turn = execution.turn
-        watched = observed(context)
         self._attributes = (
             {
                 "agent.runId": invocation.agent_run_id,
@@ -343,17 +350,23 @@ class CallsStep:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self._runtime = runtime
+        # Whether any tool checks its source before a batch (an MCP server): most do not,
+        # and their batches skip the look at every call's tool.
+        self._checked = any(
+            getattr(spec, "batch_check", None) is not None for spec in runtime.tools.values()
+        )
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> tuple[FrozenDict, ...]:
         decision = inputs["decide"]
         if not isinstance(decision, PreparedBatch):
             return ()
-        execution, invocation = turn_options(context.options)
+        turn = execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
         invocation.budget.check_time()
-        if not context.dry_run:
+        if self._checked and not context.dry_run:
             _check_batch(self._runtime, decision, context.signal, invocation.agent_run_id)
-        if observed(context):
+        watched = observed(context)
+        if watched:
             context.report_attempt(
                 1,
                 {
@@ -363,7 +376,7 @@ class CallsStep:
                     "agent.callCount": len(decision.calls),
                 },
             )
-        batch = _Batch(self._runtime, decision, context)
+        batch = _Batch(self._runtime, decision, context, turn, watched)
         workers = self._runtime.limits.max_concurrency
         pool = invocation.pool(workers - 1) if workers > 1 and len(decision.calls) > 1 else None
         try:
@@ -375,7 +388,7 @@ class CallsStep:
         if batch.failure is not None:
             raise batch.failure
         raise_if_cancelled(context.signal)
-        return tuple(outcome for outcome in batch.outcomes if outcome is not None)
+        return tuple([outcome for outcome in batch.outcomes if outcome is not None])
 
 
 def _timed_out(outcome: FrozenDict) -> bool:

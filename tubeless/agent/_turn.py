@@ -132,6 +132,9 @@ class Invocation:
     def pool(self, workers: int) -> LazyPool:
         """The invocation's pool for its batches: the one on the application's thread pool
         when the run borrows one, else the invocation's own, made on first use."""
+        pool = self._pool
+        if pool is not None:  # set once, read per batch: no lock needed to see it
+            return pool
         with self._lock:
             if self._pool is None:
                 if self._thread_pool is not None:  # `close()` leaves such a pool alone
