@@ -145,6 +145,9 @@ class Invocation:
 
     def attempt_threads(self) -> AttemptThreads:
         """The threads that run calls with a deadline, made on first use."""
+        threads = self._threads
+        if threads is not None:  # set once, read per call: no lock needed to see it
+            return threads
         with self._lock:
             if self._threads is None:
                 self._threads = AttemptThreads()
