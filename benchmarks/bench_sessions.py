@@ -21,7 +21,11 @@ own, run interleaved in an order that rotates each repetition (medians reported)
 - peers (`langgraph`, `pydantic-ai`, `openai-agents`, see `_peers_sessions.py`), when
   `--peers PYTHON` names an interpreter that has them (a separate virtualenv).
 
+With `--tool-timeout SECONDS` every tubeless tool call has that deadline, so the figures
+are those of the deadline path (each attempt on an attempt thread; the floors unchanged).
+
     python benchmarks/bench_sessions.py [--quick] [--sessions 20,500] [--peers PY]
+        [--baseline CHECKOUT] [--tool-timeout SECONDS]
 """
 
 from __future__ import annotations
@@ -82,8 +86,9 @@ def _api(value: Any, context: Any) -> int:
     return int(value["x"])
 
 
-def tubeless_agent() -> Any:
-    """The session agent: a counting reducer proves every call ran."""
+def tubeless_agent(timeout: float | None = None) -> Any:
+    """The session agent: a counting reducer proves every call ran; with `timeout`, every
+    call has that deadline (`define_tool(timeout=...)`)."""
     from tubeless.agent import define_agent, define_tool
 
     tool = define_tool(
@@ -95,6 +100,7 @@ def tubeless_agent() -> Any:
         },
         output_schema={"type": "integer"},
         run=_api,
+        timeout=timeout,
     )
     return define_agent(
         id="session",
@@ -126,8 +132,8 @@ def on_threads(sessions: int, session: Callable[[], int]) -> list[int]:
     return counts
 
 
-def _tubeless(sessions: int, shared: bool) -> Callable[[], list[int]]:
-    agent = tubeless_agent()
+def _tubeless(sessions: int, shared: bool, timeout: float | None) -> Callable[[], list[int]]:
+    agent = tubeless_agent(timeout)
 
     def session(context: dict[str, Any]) -> int:
         run = agent.run({}, context=context)
@@ -189,12 +195,12 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def child(variant: str, sessions: int) -> dict[str, float]:
+def child(variant: str, sessions: int, timeout: float | None = None) -> dict[str, float]:
     """In the subprocess: run the variant once, return wall and CPU seconds and calls."""
     if variant in ("tubeless", "baseline tubeless"):
-        go = _tubeless(sessions, shared=False)
+        go = _tubeless(sessions, shared=False, timeout=timeout)
     elif variant in ("tubeless shared pool", "baseline tubeless shared pool"):
-        go = _tubeless(sessions, shared=True)
+        go = _tubeless(sessions, shared=True, timeout=timeout)
     elif variant == "threads + shared pool":
         go = _threads(sessions)
     else:
@@ -214,7 +220,10 @@ def _command(variant: str, sessions: int, args: argparse.Namespace) -> tuple[lis
         return [args.peers, str(script), variant, str(sessions)], environment
     root = args.baseline if variant.startswith("baseline ") else HERE.parent
     environment["PYTHONPATH"] = os.pathsep.join([str(root), str(HERE)])
-    return [sys.executable, str(Path(__file__)), "--child", variant, str(sessions)], environment
+    command = [sys.executable, str(Path(__file__)), "--child", variant, str(sessions)]
+    if args.tool_timeout is not None:
+        command += ["--tool-timeout", str(args.tool_timeout)]
+    return command, environment
 
 
 def once(variant: str, sessions: int, args: argparse.Namespace) -> dict[str, float] | None:
@@ -313,6 +322,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--baseline", type=Path, help="another checkout's root to compare")
     parser.add_argument("--peers", help="a Python that has the peer frameworks installed")
+    parser.add_argument(
+        "--tool-timeout",
+        type=float,
+        help="give every tubeless tool call this deadline in seconds (the deadline path)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "S"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -330,7 +344,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
 def main() -> None:
     args = parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child[0], int(args.child[1]))))
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.tool_timeout)))
         return
     plan = plan_of(args)
     figures = measure(plan, args)

@@ -26,6 +26,7 @@ from tubeless.agent._prepare import PreparedCall
 from tubeless.agent._tools import _ToolSpec
 from tubeless.agent._turn import (
     AgentRuntime,
+    Execution,
     Invocation,
     PreparedBatch,
     turn_options,
@@ -116,15 +117,21 @@ class _CallsProgress:
 class _Batch:
     """The state of one dispatched batch: outcomes in decision order, first fatal failure."""
 
-    def __init__(self, runtime: AgentRuntime, batch: PreparedBatch, context: StepContext) -> None:
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        batch: PreparedBatch,
+        context: StepContext,
+        turn: tuple[Execution, Invocation],
+        watched: bool,
+    ) -> None:
         self._runtime = runtime
         self._calls = batch.calls
         self._context = context
         self._signal = context.signal
-        execution, invocation = turn_options(context.options)
+        execution, invocation = turn
         self._invocation: Invocation = invocation
         self._turn = execution.turn
-        watched = observed(context)
         self._attributes = (
             {
                 "agent.runId": invocation.agent_run_id,
@@ -135,6 +142,8 @@ class _Batch:
             else None
         )
         self._controls = _DRY if context.dry_run else _WET
+        # Without a cassette or a journal a call is only dispatched (see `_played`).
+        self._settled = invocation.tape is not None or invocation.journal is not None
         self.outcomes: list[FrozenDict | None] = [None] * len(self._calls)
         self.failure: BaseException | None = None
         self.begun: set[int] = set()
@@ -150,7 +159,7 @@ class _Batch:
         if progress:
             progress.set(call.id, "running")
         try:
-            outcome = self._played(index, call)
+            outcome = self._played(index, call) if self._settled else self._dispatch(call, None)
         except Exception as error:
             with self._lock:
                 self.failure = self.failure or error
@@ -243,10 +252,10 @@ class _Batch:
         attributes = self._attributes
         if attributes is not None:
             attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
-        pipeline = self._runtime.tool_pipelines[call.tool]
-        spec = self._runtime.tools[call.tool]
+        runtime = self._runtime
+        pipeline = runtime.tool_pipelines[call.tool]
+        spec = runtime.tools[call.tool]
         budget = self._invocation.budget
-        signal = self._signal
         ran: PipelineRun | ChildValue
         if isinstance(spec, PipelineToolSpec) and spec.subagent:
             # The subagent's own jobs take permits; waiting for it holds none.
@@ -270,7 +279,7 @@ class _Batch:
             options = {"input": call.input, "attributes": attributes, "execution": execution}
         if spec.timeout is not None or spec.retry is not None or budget.deadline is not None:
             return self._bounded(call, spec, pipeline, options)
-        with budget.permit(signal):
+        with budget.permit(self._signal):
             ran = run_child_value(
                 self._context,
                 pipeline,
@@ -341,17 +350,23 @@ class CallsStep:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self._runtime = runtime
+        # Whether any tool checks its source before a batch (an MCP server): most do not,
+        # and their batches skip the look at every call's tool.
+        self._checked = any(
+            getattr(spec, "batch_check", None) is not None for spec in runtime.tools.values()
+        )
 
     def __call__(self, inputs: Mapping[str, Any], context: StepContext) -> tuple[FrozenDict, ...]:
         decision = inputs["decide"]
         if not isinstance(decision, PreparedBatch):
             return ()
-        execution, invocation = turn_options(context.options)
+        turn = execution, invocation = turn_options(context.options)
         raise_if_cancelled(context.signal)
         invocation.budget.check_time()
-        if not context.dry_run:
+        if self._checked and not context.dry_run:
             _check_batch(self._runtime, decision, context.signal, invocation.agent_run_id)
-        if observed(context):
+        watched = observed(context)
+        if watched:
             context.report_attempt(
                 1,
                 {
@@ -361,7 +376,7 @@ class CallsStep:
                     "agent.callCount": len(decision.calls),
                 },
             )
-        batch = _Batch(self._runtime, decision, context)
+        batch = _Batch(self._runtime, decision, context, turn, watched)
         workers = self._runtime.limits.max_concurrency
         pool = invocation.pool(workers - 1) if workers > 1 and len(decision.calls) > 1 else None
         try:
@@ -373,7 +388,7 @@ class CallsStep:
         if batch.failure is not None:
             raise batch.failure
         raise_if_cancelled(context.signal)
-        return tuple(outcome for outcome in batch.outcomes if outcome is not None)
+        return tuple([outcome for outcome in batch.outcomes if outcome is not None])
 
 
 def _timed_out(outcome: FrozenDict) -> bool:

@@ -165,7 +165,10 @@ class Attempt:
         self.error: BaseException | None = None
         self._state = _RUNNING
         self._lock = threading.Lock()
-        self._done = threading.Event()
+        # Held until the attempt ends; its one waiter (the call's thread) acquires it. A
+        # bare lock, not an `Event`: no condition and no waiter lock made per call.
+        self._done = threading.Lock()
+        self._done.acquire()
 
     def start(
         self,
@@ -182,7 +185,7 @@ class Attempt:
                 self.error = error
             finally:
                 release()
-                self._done.set()
+                self._done.release()
 
         threads.submit(run)
 
@@ -200,13 +203,13 @@ class Attempt:
         An attempt whose handler returned in time is waited for until its step settles.
         """
         left = self.deadline - time.monotonic()
-        if left > 0 and self._done.wait(min(left, MAX_SECONDS)):
+        if left > 0 and self._done.acquire(timeout=min(left, MAX_SECONDS)):
             return True
         with self._lock:
             if self._state == _RUNNING:
                 self._state = _ABANDONED
                 return False
-        self._done.wait()
+        self._done.acquire()
         return True
 
     def result(self) -> FrozenDict:

@@ -89,7 +89,7 @@ class BatchPreparer:
     ) -> None:
         self._tools = tools
         self._pipelines = pipelines
-        self._context = context
+        self._signal = context.signal
         self._repairs = repairs
         self._problems: list[Problem] = []
         self._plans: dict[str, PipelinePlan] = {}  # a tool's plan, made once per batch
@@ -126,7 +126,7 @@ class BatchPreparer:
         for position, call in enumerate(decision.calls):
             if id(call) in refused:
                 continue
-            raise_if_cancelled(self._context.signal)
+            raise_if_cancelled(self._signal)
             try:
                 prepared.append(self._prepare_call(call))
             except SchemaValidationError as refusal:
@@ -154,7 +154,7 @@ class BatchPreparer:
         if isinstance(spec, PipelineToolSpec):
             return self._prepare_delegation(call, spec)
         value = validate_boundary(spec.input_schema, call.input, f"Agent tool {call.tool} input")
-        raise_if_cancelled(self._context.signal)
+        raise_if_cancelled(self._signal)
         plan = self._plan(call.tool)
         if not plan.ok:
             raise AgentError(
@@ -165,7 +165,7 @@ class BatchPreparer:
 
     def _prepare_delegation(self, call: AgentCall, spec: PipelineToolSpec) -> PreparedCall:
         options = prepare_child_options(spec, call.tool, call.input)
-        raise_if_cancelled(self._context.signal)
+        raise_if_cancelled(self._signal)
         child_plan = spec.pipeline.plan(self._controls)
         check_child_plan(call.tool, child_plan)
         if spec.subagent:

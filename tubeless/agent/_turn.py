@@ -132,6 +132,9 @@ class Invocation:
     def pool(self, workers: int) -> LazyPool:
         """The invocation's pool for its batches: the one on the application's thread pool
         when the run borrows one, else the invocation's own, made on first use."""
+        pool = self._pool
+        if pool is not None:  # set once, read per batch: no lock needed to see it
+            return pool
         with self._lock:
             if self._pool is None:
                 if self._thread_pool is not None:  # `close()` leaves such a pool alone
@@ -142,6 +145,9 @@ class Invocation:
 
     def attempt_threads(self) -> AttemptThreads:
         """The threads that run calls with a deadline, made on first use."""
+        threads = self._threads
+        if threads is not None:  # set once, read per call: no lock needed to see it
+            return threads
         with self._lock:
             if self._threads is None:
                 self._threads = AttemptThreads()
@@ -272,8 +278,7 @@ class DecideStep:
         preparer = BatchPreparer(runtime.tools, runtime.tool_pipelines, context, repairs)
         prepared = preparer.prepare(decision, invocation.budget)
         invocation.budget.admit_calls(len(batch))
-        calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
-        _record(invocation, execution.turn, {"kind": "continue", "calls": calls})
+        _record_batch(invocation, execution.turn, decision)
         if journal is not None:
             waits = self._waiting(prepared, view, invocation.agent_run_id)
             # The calls step starts this many at once (see `run_lazily`); none when a call
@@ -467,6 +472,13 @@ def _record(invocation: Invocation, turn: int, decision: Mapping[str, Any]) -> N
     """Keep a validated decision on the cassette, when one records the run."""
     if invocation.tape is not None:
         invocation.tape.record_decision(turn, decision)
+
+
+def _record_batch(invocation: Invocation, turn: int, decision: ContinueDecision) -> None:
+    """Keep a validated batch on the cassette; its call dicts are built only for one."""
+    if invocation.tape is not None:
+        calls = [{"id": c.id, "tool": c.tool, "input": c.input} for c in decision.calls]
+        invocation.tape.record_decision(turn, {"kind": "continue", "calls": calls})
 
 
 def validated_edit(

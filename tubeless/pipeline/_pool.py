@@ -96,7 +96,8 @@ class LazyPool:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
-        self._batches: list[_Batch] = []
+        # Insertion-ordered, so a batch leaves in O(1) with hundreds of runs on one pool.
+        self._batches: dict[_Batch, None] = {}
         self._watcher: threading.Thread | None = None
         self._watching = False  # the watcher task runs on the application's executor
         self._sleeping = False
@@ -136,7 +137,7 @@ class LazyPool:
         with self._lock:
             if self._stop.is_set():
                 raise RuntimeError("LazyPool is closed")
-            self._batches.append(batch)
+            self._batches[batch] = None
             # An eager batch asks for a helper now, and each helper that takes an item asks
             # for the next: such a batch needs no watcher (nor wakes one).
             eager = self._eager
@@ -159,7 +160,7 @@ class LazyPool:
             batch.run()
         finally:
             with self._lock:
-                self._batches.remove(batch)
+                del self._batches[batch]
                 self._eager = batch.helped
 
     def close(self) -> None:
@@ -206,7 +207,7 @@ class LazyPool:
         executor.submit(helper)
 
     def _watch(self) -> None:
-        seen: list[tuple[_Batch, int]] = []
+        seen: dict[_Batch, int] = {}  # items each watched batch had started at the last look
         idle = 0
         while True:
             with self._lock:
@@ -221,11 +222,11 @@ class LazyPool:
             if self._stop.wait(HANDOFF_SECONDS):
                 return
             with self._lock:
-                looks = [(batch, batch.started) for batch in self._batches if batch.watched]
+                looks = {batch: batch.started for batch in self._batches if batch.watched}
                 idle = 0 if self._batches else idle + 1
-            for look in looks:
-                if look in seen:  # nothing started for a whole tick: an item is slow
-                    look[0].held_up()
+            for batch, started in looks.items():
+                if seen.get(batch) == started:  # nothing started for a whole tick: slow
+                    batch.held_up()
             seen = looks
 
     def _resting(self, idle: int) -> bool:
