@@ -24,7 +24,7 @@ from tubeless.trace import (
     TRACE_MESSAGE_LIMIT,
     TRACE_STRING_LIMIT,
 )
-from tubeless.trace.lowlevel import TRACE_ATTRIBUTE_LIMIT, bounded_text, json_bytes
+from tubeless.trace.lowlevel import TRACE_ATTRIBUTE_LIMIT, SharedPayload, bounded_text, json_bytes
 
 _LOGGER = logging.getLogger("tubeless")
 
@@ -407,12 +407,13 @@ def _finite(value: object, field: str) -> float:
     raise TypeError(f"progress {field} must be a finite number")
 
 
-class CheckedRow(dict[str, Any]):
+class CheckedRow(SharedPayload):
     """A progress detail row checked once and kept: checking it again returns it as it is.
 
     Rows a tracker keeps unchanged (settled iteration groups) are made with
     `checked_row`; `chars` is what `_details_surely_fit` counts for the row. Like
-    records, they are shared and read-only.
+    records, they are shared and read-only: each is encoded once, however many
+    snapshots carry it.
     """
 
     __slots__ = ("chars",)
