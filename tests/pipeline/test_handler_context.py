@@ -319,6 +319,37 @@ def test_held_back_progress_goes_out_before_the_failure_record() -> None:
     assert names[-3:] == ["step.running", "step.running", "step.failed"]
 
 
+def test_offers_from_one_held_source_send_its_latest_state_once() -> None:
+    """Offers of a source already held back go out once, built from the latest state."""
+    from tubeless.testing import FakeClock, MemoryTraceSink
+
+    sink = MemoryTraceSink()
+    built: list[int] = []
+
+    def reporting(inputs: Any, context: Any) -> None:
+        state = {"done": 0}
+
+        def source() -> tuple[int, int, str, list[Any]]:
+            built.append(state["done"])
+            return state["done"], 5, f"{state['done']} done", []
+
+        for done in range(1, 6):
+            state["done"] = done
+            context.offer_progress(source)
+
+    steps = create_steps()
+    define_pipeline(id="held", steps=[steps.step("reporting", run=reporting)]).run(
+        context={"tracing": sink, "now": FakeClock()}
+    )
+    messages = [
+        r["payload"]["progress"]["message"]
+        for r in sink.records
+        if r["name"] == "step.running" and "progress" in r["payload"]
+    ]
+    assert messages == ["1 done", "5 done"]
+    assert built == [1, 5]
+
+
 def test_urgent_progress_is_never_held_back() -> None:
     """An urgent offer (a failure) goes out inside the interval; ordinary ones still wait."""
     from tubeless.testing import FakeClock, MemoryTraceSink

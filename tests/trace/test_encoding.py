@@ -139,3 +139,34 @@ def test_a_cycle_is_refused_as_json_dumps_refuses_it() -> None:
     with pytest.raises(ValueError, match="Circular reference detected") as caught:
         payload_json({"payload": {"rows": cycle}})
     assert type(caught.value) is ValueError
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(st.text(max_size=4), _SCALARS, max_size=3).map(SharedPayload),
+            _VALUES,
+        ),
+        max_size=5,
+    )
+)
+def test_a_list_holding_shared_objects_encodes_as_json_dumps(rows: list[Any]) -> None:
+    """A payload's list mixing `SharedPayload`s and other values gives `json.dumps`'s text."""
+    payload = {"progress": {"details": rows, "completed": 1}}
+    expected = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    assert payload_json({"payload": payload}) == expected
+    assert payload_json({"payload": payload}) == expected  # and again, texts reused
+
+
+def test_a_shared_row_in_a_list_is_encoded_once_for_every_payload_holding_it() -> None:
+    """A `SharedPayload` row's JSON is made once: every later list holding it reuses it."""
+    row = SharedPayload(id="turn-1", status="completed")
+    first = payload_json({"payload": {"details": [row, {"id": "now"}]}})
+    row["status"] = "edited"  # a shared row must not change; its text shows it was kept
+    later = payload_json({"payload": {"details": [{"id": "new"}, row]}})
+    assert first == '{"details":[{"id":"turn-1","status":"completed"},{"id":"now"}]}'
+    assert later == '{"details":[{"id":"new"},{"id":"turn-1","status":"completed"}]}'
+    cycle: list[Any] = [row]
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        payload_json({"payload": {"rows": cycle}})

@@ -21,7 +21,13 @@ from tubeless.pipeline._run_result import (
     run_status,
 )
 from tubeless.pipeline._run_scope import observer_for, scope_for_child, scope_for_root
-from tubeless.pipeline._run_step import Attempt, completed_report, run_step, trace_error
+from tubeless.pipeline._run_step import (
+    EMPTY_PAYLOAD,
+    Attempt,
+    completed_report,
+    run_step,
+    trace_error,
+)
 from tubeless.pipeline._schedule import StepScheduler
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
 from tubeless.schema import validate_boundary
@@ -150,7 +156,7 @@ class _Run:
         """Emit a finalize record: its payload is always empty, the rest the library's."""
         observer = self._scope.observer
         if observer is not None:
-            observer.emit(name, {}, payload_checked="error" not in fields, **fields)
+            observer.emit(name, EMPTY_PAYLOAD, payload_checked="error" not in fields, **fields)
 
     def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
         self._errors.append(error)
@@ -380,19 +386,41 @@ class _Run:
     ) -> None:
         """`pipeline.completed` of the run that ended at `finished` with `errors`."""
         fields: dict[str, Any] = {"durationMs": finished - self._started}
+        dry_run = self._controls.dry_run
+        payload: dict[str, Any]
         if errors:
             fields["error"] = trace_error(errors[0])
-        payload = {
-            "status": run_status(errors),
-            "dryRun": self._controls.dry_run,
-            "errorCount": len(errors),
-            "finalized": done,
-            "stepCount": len(self._plan.steps),
-        }
+            payload = _completed_payload(errors, dry_run, done, len(self._plan.steps))
+        else:
+            # Every clean run of this plan sends it alike: built (and encoded) once.
+            payload, _ = self._plan_payload(
+                _CLEAN_COMPLETED[dry_run, done],
+                lambda: SharedPayload(_completed_payload((), dry_run, done, len(self._plan.steps))),
+            )
         # The payload is the library's own; an error takes the full check.
         observer.emit(
             "pipeline.completed", payload, payload_checked=not errors, at=finished, **fields
         )
+
+
+_CLEAN_COMPLETED = {
+    (dry_run, done): f"completed dryRun={dry_run} finalized={done}"
+    for dry_run in (False, True)
+    for done in (False, True)
+}
+"""The plan memo's key of a clean run's `pipeline.completed` payload."""
+
+
+def _completed_payload(
+    errors: tuple[Diagnostic, ...], dry_run: bool, done: bool, step_count: int
+) -> dict[str, Any]:
+    return {
+        "status": run_status(errors),
+        "dryRun": dry_run,
+        "errorCount": len(errors),
+        "finalized": done,
+        "stepCount": step_count,
+    }
 
 
 def _planned_payload(step: Any) -> dict[str, Any]:

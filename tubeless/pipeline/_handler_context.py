@@ -24,7 +24,7 @@ from tubeless.trace import (
     TRACE_MESSAGE_LIMIT,
     TRACE_STRING_LIMIT,
 )
-from tubeless.trace.lowlevel import TRACE_ATTRIBUTE_LIMIT, bounded_text, json_bytes
+from tubeless.trace.lowlevel import TRACE_ATTRIBUTE_LIMIT, SharedPayload, bounded_text, json_bytes
 
 _LOGGER = logging.getLogger("tubeless")
 
@@ -328,11 +328,22 @@ class StepContext(ExecutionContext):
         An `urgent` report (a failure, a new iteration) goes out at once, whatever the
         interval: throttling may merge updates but must not hold those back.
         """
+        now = None
+        pending = self._pending
+        if pending is not None and not urgent and pending == source and self._active:
+            # Held back already, from this same source: whoever sends it (a later report,
+            # `HeldProgress`, `close`) builds it after this change, under the lock, so it
+            # only stays held while the interval lasts. No lock for most reports.
+            now = self._scope.services.now()
+            last = self._last_progress_ms
+            if last is not None and now - last < PROGRESS_INTERVAL_MS:
+                return
         channel = self._scope.services.channel
         if self._scope.observer is None or not self._active or channel is None:
             return
         with channel.lock:
-            now = self._scope.services.now()
+            if now is None:  # the clock is read once a report (a test's clock ticks)
+                now = self._scope.services.now()
             last = self._last_progress_ms
             if not urgent and last is not None and now - last < PROGRESS_INTERVAL_MS:
                 self._pending = source
@@ -396,12 +407,13 @@ def _finite(value: object, field: str) -> float:
     raise TypeError(f"progress {field} must be a finite number")
 
 
-class CheckedRow(dict[str, Any]):
+class CheckedRow(SharedPayload):
     """A progress detail row checked once and kept: checking it again returns it as it is.
 
     Rows a tracker keeps unchanged (settled iteration groups) are made with
     `checked_row`; `chars` is what `_details_surely_fit` counts for the row. Like
-    records, they are shared and read-only.
+    records, they are shared and read-only: each is encoded once, however many
+    snapshots carry it.
     """
 
     __slots__ = ("chars",)

@@ -19,7 +19,7 @@ from tubeless.pipeline._run_result import StepReport, StepStatus
 from tubeless.pipeline._steps import SkipDecision, Step, normalize_skip_decision
 from tubeless.schema import validate_boundary
 from tubeless.trace import TRACE_MESSAGE_LIMIT
-from tubeless.trace.lowlevel import bounded_error, bounded_text
+from tubeless.trace.lowlevel import SharedPayload, bounded_error, bounded_text
 
 UNPUBLISHED: Any = object()
 """`StepOutcome.output` of a step that published no output (it failed or never started)."""
@@ -106,7 +106,7 @@ def begin_attempt(scope: RunScope, step: Step) -> Attempt:
     if observer is not None:
         observer.emit(
             "step.running",
-            {},
+            EMPTY_PAYLOAD,
             payload_checked=True,
             at=attempt.started_at_ms,
             stepId=step.id,
@@ -224,6 +224,14 @@ def _emit_terminal(scope: RunScope, report: StepReport) -> None:
     )
 
 
+EMPTY_PAYLOAD = SharedPayload()
+"""The payload of a record that has none of its own (`step.running`, finalization): one
+object, its JSON made once, shared by every such record."""
+_STATUS_PAYLOADS = {
+    status: SharedPayload(status=status) for status in ("completed", "failed", "cancelled")
+}
+"""A terminal record's payload, the status alone, shared by every record of its status."""
+
 _RECORD_NAMES = {
     "completed": "step.complete",
     "skipped": "step.skipped",
@@ -258,19 +266,24 @@ def terminal_record_of(
     message: str | None = None,
     error: Diagnostic | None = None,
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """`terminal_record` of a report with these fields, for a step whose report is not made."""
-    payload: dict[str, Any] = {"status": status}
+    """`terminal_record` of a report with these fields, for a step whose report is not made.
+
+    The payload of a completed, failed or cancelled step is shared: read-only.
+    """
     fields: dict[str, Any] = {"stepId": step_id}
     if attempt_id is not None:
         fields["attemptId"] = attempt_id
     if started_at_ms is not None:
         fields["durationMs"] = finished_at_ms - started_at_ms
+    payload: dict[str, Any]
     if status == "skipped":
-        payload["reason"] = reason
+        payload = {"status": status, "reason": reason}
         if dependency_id is not None:
             payload["dependencyId"] = dependency_id
         if message is not None:
             payload["message"] = bounded_text(message, TRACE_MESSAGE_LIMIT)
+    else:
+        payload = _STATUS_PAYLOADS[status]
     if error is not None:
         fields["error"] = trace_error(error)
     return _RECORD_NAMES[status], payload, fields

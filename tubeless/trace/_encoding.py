@@ -97,11 +97,12 @@ def _encoded(line: str, payload: str) -> EncodedRecord:
 
 
 class SharedPayload(dict[str, Any]):
-    """A payload object sent unchanged with many records: its JSON is made once.
+    """A JSON object sent unchanged with many records: its JSON is made once.
 
     A plan's `step.planned` and `pipeline.started` payloads go out with every run of the
     plan; the library builds each once per plan as a `SharedPayload`, which must not
-    change once built.
+    change once built. A subclass may be an item of a list inside a payload (a settled
+    progress row, in every later snapshot of its step): the list's text reuses its JSON.
     """
 
     __slots__ = ("_json",)
@@ -222,11 +223,30 @@ def encode(record: Mapping[str, Any]) -> EncodedRecord:
 
 def _payload_text(payload: Any) -> str:
     if type(payload) is SharedPayload:
-        text: str | None = getattr(payload, "_json", None)
-        if text is None:
-            text = payload._json = _encode(payload)
-        return text
+        return _shared_text(payload)
     return json_text(payload)
+
+
+def _shared_text(shared: SharedPayload) -> str:
+    text: str | None = getattr(shared, "_json", None)
+    if text is None:
+        text = shared._json = _encode(shared)
+    return text
+
+
+def _other_text(value: Any) -> str:
+    """`_encode(value)`; a list's reuses the JSON of the `SharedPayload`s it holds."""
+    if not isinstance(value, list):
+        return _encode(value)
+    for item in value:
+        if isinstance(item, SharedPayload):
+            break
+    else:
+        return _encode(value)
+    texts = [
+        _shared_text(item) if isinstance(item, SharedPayload) else json_text(item) for item in value
+    ]
+    return "[" + ",".join(texts) + "]"
 
 
 def json_text(value: Any) -> str:
@@ -277,7 +297,7 @@ def _dict_text(value: dict[Any, Any]) -> str:
         elif kind is bool:
             append(key_text + ("true" if item else "false"))
         else:
-            append(key_text + _encode(item))
+            append(key_text + _other_text(item))
     parts[0] = "{" + parts[0][1:]
     append("}")
     return "".join(parts)
