@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import tubeless
+from tubeless.agent._journal_access import checkpoint_calls
 from tubeless.agent._journal_document import Checkpoint, read_checkpoint
 from tubeless.errors import AgentError
 from tubeless.testing import MemoryCheckpointStore
@@ -38,7 +39,7 @@ def test_every_saved_point_reads_into_parts_and_back_unchanged(approval: bool) -
         checkpoint = read_checkpoint(text)
         assert checkpoint.to_dict() == saved, f"after write {writes}"
         assert list(checkpoint.to_dict()) == list(saved)
-        seen_calls += len(checkpoint.calls())
+        seen_calls += len(checkpoint_calls(checkpoint))
     assert seen_calls > 0
 
 
@@ -47,7 +48,7 @@ def test_a_rejected_call_and_the_log_of_decisions_read_back_typed() -> None:
     agent = build(store, Ran(), approval=True, turns=1)
     assert agent.run({}).status == "failed"
     waiting = read_checkpoint(store.checkpoint(KEY) or "")
-    (call,) = [call for call in waiting.calls() if call.waiting]
+    (call,) = [call for call in checkpoint_calls(waiting) if call.waiting]
     assert (call.id, call.tool, call.decision) == ("b", "send", None)
     run = agent.run({}, context={"approvals": {"b": tubeless.reject("not now")}})
     assert run.status == "completed", run.errors

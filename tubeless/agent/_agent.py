@@ -24,6 +24,7 @@ from tubeless.agent._cassette import CassetteSession
 from tubeless.agent._delegate import DELEGATION, AgentFacts, Delegation, PipelineToolSpec
 from tubeless.agent._durability import Durability
 from tubeless.agent._journal import AgentJournal
+from tubeless.agent._journal_access import checkpoint_calls
 from tubeless.agent._journal_document import Checkpoint, NodeIdentity
 from tubeless.agent._journal_writer import Journal
 from tubeless.agent._limits import AgentLimits, resolve_limits
@@ -239,7 +240,7 @@ def _checked_edits(
 
     root = checkpoint.agent
     runtimes: dict[str, AgentRuntime | None] = {root.path: runtime} if root is not None else {}
-    for call in checkpoint.calls():
+    for call in checkpoint_calls(checkpoint):
         agent = runtimes.get(call.agent)
         spec = agent.tools.get(call.tool) if agent is not None else None
         approval = approvals.get(call.id)

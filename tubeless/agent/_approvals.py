@@ -31,13 +31,12 @@ from typing import Any, Literal
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless._quote import quote, type_name
+from tubeless.agent._journal_access import SavedCall, checkpoint_calls, node_calls
 from tubeless.agent._journal_document import (
     AgentNode,
     CallEntry,
     Checkpoint,
     DecisionRecord,
-    SavedCall,
-    node_calls,
     read_checkpoint,
 )
 from tubeless.errors import (
@@ -192,7 +191,7 @@ def document_pending(checkpoint: Checkpoint) -> list[PendingApproval]:
     """Every waiting call of a checkpoint (root first, then subagents)."""
     if checkpoint.finished:
         return []
-    return [_pending(call) for call in checkpoint.calls() if call.waiting]
+    return [_pending(call) for call in checkpoint_calls(checkpoint) if call.waiting]
 
 
 def checkpoint_pending_approvals(text: str | None) -> tuple[PendingApproval, ...]:
@@ -282,7 +281,7 @@ def check_against(checkpoint: Checkpoint, approvals: Mapping[str, Approval]) -> 
     if not approvals:
         return {}
     by_id: dict[str, list[SavedCall]] = {}
-    for call in checkpoint.calls():
+    for call in checkpoint_calls(checkpoint):
         by_id.setdefault(call.id, []).append(call)
     fresh: dict[str, Approval] = {}
     for call_id, approval in approvals.items():

@@ -39,6 +39,16 @@ from tubeless._frozen import FrozenDict, freeze_json, thaw
 from tubeless._quote import quote
 from tubeless.agent._approvals import APPROVAL_CODES, Approval, node_pending
 from tubeless.agent._durability import KEY_CODE
+from tubeless.agent._journal_access import (
+    add_at,
+    node_dict,
+    read_entry,
+    read_execution,
+    read_node,
+    read_spent,
+    read_turn,
+    set_at,
+)
 from tubeless.agent._journal_changes import dumps, state_changes
 from tubeless.agent._journal_document import (
     INVALID_CODE,
@@ -54,16 +64,8 @@ from tubeless.agent._journal_document import (
     SavedExecution,
     SavedTurn,
     Spent,
-    add_at,
     check_identity,
     execution_id_of,
-    node_dict,
-    read_entry,
-    read_execution,
-    read_node,
-    read_spent,
-    read_turn,
-    set_at,
 )
 from tubeless.agent._journal_writer import Journal
 from tubeless.agent._store_errors import READ_FAILED_CODE, WRITE_FAILED_CODE
