@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
 from tubeless.trace._encoding import json_text
-from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, row_record, store_row
+from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, store_row
+from tubeless.trace._store_state import checked_record, close_store, raise_if_unusable
 from tubeless.trace._wire import decode_record
 
 if TYPE_CHECKING:
@@ -125,6 +125,7 @@ class PostgresTraceStore:
 
         load_psycopg("PostgresTraceStore")
         self._name = redact(dsn)
+        self._label = self._name
         self._read_only = read_only
         self._lock = threading.Lock()
         self._pending: list[Row] = []
@@ -165,7 +166,7 @@ class PostgresTraceStore:
         decode_record(record)
         row = postgres_row(record, store_row(record))
         with self._lock:
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             if self._read_only:
                 raise TraceSinkError(f"Trace store {self._name} was opened read-only")
             self._pending.append(row)
@@ -190,7 +191,7 @@ class PostgresTraceStore:
             TraceSinkError: when the commit fails, or an earlier one failed.
         """
         with self._lock:
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             self._commit()
 
     def clear_history(self) -> None:
@@ -203,7 +204,7 @@ class PostgresTraceStore:
                 deletion fails now or a commit failed before.
         """
         with self._lock:
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             if self._read_only:
                 raise TraceSinkError(f"Trace store {self._name} was opened read-only")
             self._commit()
@@ -219,19 +220,7 @@ class PostgresTraceStore:
         Raises:
             TraceSinkError: when the final commit fails, or an earlier one failed.
         """
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                if self._error is None:
-                    self._commit()
-            finally:
-                self._closed = True
-                self._session.close()
-            if self._error is not None:
-                raise TraceSinkError(
-                    f"Trace store {self._name} lost records: {self._error}"
-                ) from self._error
+        close_store(self, self._session.close)
 
     def events(
         self, run_id: str | None = None, pipeline_id: str | None = None
@@ -256,7 +245,7 @@ class PostgresTraceStore:
         with self._lock:
             if self._closed:
                 raise TraceStoreError(f"Trace store {self._name} is closed")
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             self._commit()
             where, parameters = "TRUE", []
             for column, value in (("run_id", run_id), ("pipeline_id", pipeline_id)):
@@ -267,24 +256,7 @@ class PostgresTraceStore:
                 f"SELECT id, {COLUMNS} FROM pipeline_run_events WHERE {where} ORDER BY id",
                 parameters,
             )
-        return [(int(row[0]), self._checked_record(row)) for row in rows]
-
-    def _checked_record(self, row: Sequence[Any]) -> dict[str, Any]:
-        try:
-            record = row_record(row)
-            decode_record(record)
-        except (ValueError, TypeError, RecursionError) as error:
-            text = f"{self._name} row {row[0]} is not a valid trace record: {error}"
-            raise TraceStoreError(text) from error
-        return record
-
-    def _raise_if_unusable(self) -> None:
-        if self._error is not None:
-            raise TraceSinkError(
-                f"Trace store {self._name} failed earlier: {self._error}"
-            ) from self._error
-        if self._closed:
-            raise TraceSinkError(f"Trace store {self._name} is closed")
+        return [(int(row[0]), checked_record(self._label, row)) for row in rows]
 
     def __enter__(self) -> PostgresTraceStore:
         return self

@@ -15,14 +15,20 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tubeless.errors import TraceSinkError, TraceStoreError
 from tubeless.trace._ndjson import FLUSH_INTERVAL
-from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, row_record, store_row
+from tubeless.trace._sqlite_rows import COLUMNS, INSERT, Row, store_row
+from tubeless.trace._store_state import (
+    checked_record,
+    close_store,
+    raise_if_failed,
+    raise_if_unusable,
+)
 from tubeless.trace._wire import decode_record
 
 __all__ = ["STORE_SCHEMA_VERSION", "SqliteTraceStore"]
@@ -124,6 +130,7 @@ class SqliteTraceStore:
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self._path = Path(path)
+        self._label = str(self._path)
         self._read_only = read_only
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -255,7 +262,7 @@ class SqliteTraceStore:
         decode_record(record)
         row = store_row(record)
         with self._lock:
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             if self._read_only:
                 raise TraceSinkError(f"Trace store {self._path} was opened read-only")
             pending = self._pending
@@ -374,7 +381,7 @@ class SqliteTraceStore:
         """
         self._stop_writer()
         with self._lock:
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             self._commit()
 
     def clear_history(self) -> None:
@@ -389,7 +396,7 @@ class SqliteTraceStore:
                 deletion fails now (nothing is deleted then) or a commit failed before.
         """
         with self._lock:
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             if self._read_only:
                 raise TraceSinkError(f"Trace store {self._path} was opened read-only")
             self._commit()
@@ -411,19 +418,7 @@ class SqliteTraceStore:
             TraceSinkError: when the final commit fails, or an earlier one failed.
         """
         self._stop_writer()
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                if self._error is None:
-                    self._commit()
-            finally:
-                self._closed = True
-                self._connection.close()
-            if self._error is not None:
-                raise TraceSinkError(
-                    f"Trace store {self._path} lost records: {self._error}"
-                ) from self._error
+        close_store(self, self._connection.close)
 
     def events(
         self, run_id: str | None = None, pipeline_id: str | None = None
@@ -450,7 +445,7 @@ class SqliteTraceStore:
         with self._lock:
             if self._closed:
                 raise TraceStoreError(f"Trace store {self._path} is closed")
-            self._raise_if_unusable()
+            raise_if_unusable(self)
             self._commit()
             return list(self._read_rows(run_id, pipeline_id))
 
@@ -476,7 +471,7 @@ class SqliteTraceStore:
                 while True:
                     page = connection.execute(query, [after, *parameters]).fetchall()
                     for row in page:
-                        yield row[0], self._checked_record(row)
+                        yield row[0], checked_record(self._label, row)
                     if len(page) < _PAGE_SIZE:
                         return
                     after = page[-1][0]
@@ -484,15 +479,6 @@ class SqliteTraceStore:
                 connection.execute("COMMIT")
         except sqlite3.Error as error:
             raise TraceStoreError(f"Cannot read trace store {self._path}: {error}") from error
-
-    def _checked_record(self, row: Sequence[Any]) -> dict[str, Any]:
-        try:
-            record = row_record(row)
-            decode_record(record)
-        except (ValueError, TypeError, RecursionError) as error:
-            text = f"{self._path} row {row[0]} is not a valid trace record: {error}"
-            raise TraceStoreError(text) from error
-        return record
 
     def _commit(self) -> None:
         """Commit the queued batches and the buffer on this thread (lock held).
@@ -502,7 +488,7 @@ class SqliteTraceStore:
         """
         while self._writing:
             self._changed.wait()
-        self._raise_if_failed()
+        raise_if_failed(self)
         rows = [row for batch in self._batches for row in batch]
         rows += self._pending
         self._batches.clear()
@@ -513,17 +499,6 @@ class SqliteTraceStore:
         if error is not None:
             self._error = error
             raise TraceSinkError(f"Cannot write trace store {self._path}: {error}") from error
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise TraceSinkError(
-                f"Trace store {self._path} failed earlier: {self._error}"
-            ) from self._error
-
-    def _raise_if_unusable(self) -> None:
-        self._raise_if_failed()
-        if self._closed:
-            raise TraceSinkError(f"Trace store {self._path} is closed")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A store travels as its path (to a batch's worker process, say): the other
