@@ -4,8 +4,8 @@ Per turn: W(N, 4) of `bench_agent`, once with the constant-size counting reducer
 control) and twice with a reducer that appends each turn's outcomes to `observations`,
 so state grows by 4 entries a turn: into a new list
 (`{"observations": [*state["observations"], *outcomes]}`, whose head the commit matches
-by identity) and by `+` on the committed tuple (`state["observations"] + outcomes`, whose
-head the commit knows without a look). `decide` stamps
+by identity) and by `+` on the committed tuple (`state["observations"] + outcomes`, a sum
+that is committed state already). `decide` stamps
 `time.perf_counter()` on entry, so a turn's cost is the time between one decision and the
 next (decide, calls, reduce, commit and the iteration's bookkeeping) less the reducer's own
 time (timed inside it: the harness alone, as issue 39 states the target; the growing

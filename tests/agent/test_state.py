@@ -14,6 +14,7 @@ import pytest
 
 from tubeless._frozen import FrozenDict, thaw
 from tubeless.agent import define_agent, define_tool, own_state
+from tubeless.agent._state import PLAIN_DEPTH_LIMIT
 from tubeless.errors import AgentError
 from tubeless.testing import scripted_decide
 
@@ -557,24 +558,77 @@ def test_the_previous_state_is_followed_into_nested_mappings() -> None:
     assert state["memory"]["other"] == log and state["memory"]["other"][0] is log[0]
 
 
-def test_owned_plus_entries_commits_only_the_new_entries() -> None:
-    """`state[...] + entries` keeps the owned head and freezes (and checks) the tail alone."""
+def test_owned_plus_entries_freezes_the_new_entries_and_the_commit_keeps_the_sum() -> None:
+    """`state[...] + entries` checks and freezes the entries added; a commit takes it as is."""
     previous = own_state({"log": [{"n": 0}, {"n": 1}]})
     tail = [{"n": [2]}]
 
     grown = previous["log"] + tail
     state = own_state({"log": grown})
 
-    assert grown == ({"n": 0}, {"n": 1}, {"n": [2]}) and tail == [{"n": [2]}]
-    assert state["log"][0] is previous["log"][0] and state["log"][1] is previous["log"][1]
-    assert state["log"][2] == {"n": (2,)} and isinstance(state["log"][2], FrozenDict)
+    assert grown == ({"n": 0}, {"n": 1}, {"n": (2,)}) and tail == [{"n": [2]}]
+    assert state["log"] is grown
+    assert grown[0] is previous["log"][0] and grown[1] is previous["log"][1]
+    assert isinstance(grown[2], FrozenDict) and grown[2] is not tail[0]
     assert json.loads(json.dumps(state)) == {"log": [{"n": 0}, {"n": 1}, {"n": [2]}]}
     assert own_state({"log": previous["log"] + ()})["log"] == previous["log"]
-    with pytest.raises(AgentError, match=r"not a finite number at \['log'\]\[2\]") as raised:
-        own_state({"log": previous["log"] + [math.nan]})
-    assert raised.value.code == INVALID_STATE
     with pytest.raises(TypeError):
         previous["log"] + 1  # only sequences are added, as to any tuple
+
+
+@pytest.mark.parametrize("bad", [math.nan, {1, 2}, object()])
+def test_owned_plus_entries_that_are_not_plain_fail_at_the_commit(bad: Any) -> None:
+    """Entries that are not plain data make a plain tuple; the commit names where they are."""
+    previous = own_state({"log": [{"n": 0}, {"n": 1}]})
+
+    grown = previous["log"] + [{"x": [bad]}]
+
+    assert grown[2] == {"x": [bad]} or bad != bad  # kept as given (nan is not equal to itself)
+    with pytest.raises(AgentError, match=r"at \['log'\]\[2\]\['x'\]\[0\]") as raised:
+        own_state({"log": grown})
+    assert raised.value.code == INVALID_STATE
+
+
+def _nested(levels: int) -> Any:
+    """Owned data `levels` containers deep: {"d": {"d": ... {"d": 1}}}."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"d": value}
+    return own_state(value)
+
+
+def test_owned_parts_reused_deeper_still_keep_the_depth_limit() -> None:
+    """Reused owned parts count their own depth where they land, without a walk."""
+    deepest = _nested(PLAIN_DEPTH_LIMIT)
+    assert own_state(deepest) is deepest
+
+    added = [deepest]
+    for deeper in ({"wrap": deepest}, [deepest], {"log": own_state([]) + added}):
+        with pytest.raises(AgentError, match="nested too deeply") as raised:
+            own_state(deeper)
+        assert raised.value.code == INVALID_STATE
+    # The same message, naming the same place, as the equal value never owned gives.
+    fresh: Any = 1
+    for _ in range(PLAIN_DEPTH_LIMIT):
+        fresh = {"d": fresh}
+    messages = []
+    for value in (deepest, fresh):
+        with pytest.raises(AgentError) as raised:
+            own_state({"wrap": value})
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1] and "['d']…(56 more)…['d']" in messages[0]
+    assert own_state({"wrap": _nested(PLAIN_DEPTH_LIMIT - 1)})["wrap"]["d"]
+
+
+def test_a_reducer_that_nests_the_previous_state_stops_at_the_depth_limit() -> None:
+    """State that wraps the previous state every turn is refused once too deep, not crashed."""
+    state = own_state({"turn": 0})
+    with pytest.raises(AgentError, match="nested too deeply") as raised:
+        for turn in range(1, 2 * PLAIN_DEPTH_LIMIT):
+            state = own_state({"turn": turn, "before": state}, previous=state)
+    assert raised.value.code == INVALID_STATE
+    assert state["turn"] == PLAIN_DEPTH_LIMIT - 1
+    assert json.loads(json.dumps(state))["turn"] == PLAIN_DEPTH_LIMIT - 1
 
 
 def test_a_decision_may_list_its_calls_as_owned_plus_entries() -> None:

@@ -11,6 +11,7 @@ state that grows by appending to its lists is logged as `add`s of the new items
 from __future__ import annotations
 
 import json
+import operator
 import typing
 from collections.abc import Sequence
 from typing import Any
@@ -54,7 +55,10 @@ def state_changes(path: Path, old: Any, new: Any, changes: list[str], depth: int
                     changes.append(encode_set((*path, name), value))
             return
     elif _sequence(old) and _sequence(new) and len(new) >= len(old):
-        if all(_same(before, after) for before, after in zip(old, new, strict=False)):
+        # Entries a commit kept are the very same objects: checked in C before the JSON.
+        if all(map(operator.is_, old, new)) or all(
+            _same(before, after) for before, after in zip(old, new, strict=False)
+        ):
             if len(new) > len(old):
                 changes.append(encode_add(path, new[len(old) :]))
             return

@@ -8,11 +8,13 @@ results (`plain_data_problem`).
 
 What this module makes is marked as owned (`OwnedDict`, `OwnedTuple`) and reused as is
 when it reappears in a later state, so a commit never walks or copies the unchanged parts
-of the previous state again. Other tuples and `FrozenDict`s (an outcome may hold a tool's
-mutable output) are checked like everything else. Given the previous state, a sequence
-that starts with the previous one's very entries (`[*previous, *new]`, the usual way state
-grows) has that head matched by identity and only its tail looked at; `owned + entries` (a
-`GrownTuple`) needs not even that look.
+of the previous state again. Each owned container knows its height (how many containers
+deep it goes), so one reused at another place still keeps the depth limit without a walk.
+Other tuples and `FrozenDict`s (an outcome may hold a tool's mutable output) are checked
+like everything else. Given the previous state, a sequence that starts with the previous
+one's very entries (`[*previous, *new]`) has that head matched by identity and only its
+tail looked at; `owned + entries` freezes the entries added then and there, so the commit
+takes the result as it is.
 """
 
 from __future__ import annotations
@@ -30,31 +32,34 @@ from tubeless.errors import AgentDefinitionError, AgentError
 class OwnedDict(FrozenDict):
     """A read-only mapping made by `own_state`: checked plain data, reused without a walk."""
 
-    __slots__ = ()
+    __slots__ = ("height",)
+
+    height: int
+    """Containers from this one down to its deepest (1 when it holds no container)."""
 
 
 class OwnedTuple(tuple[Any, ...]):
     """A tuple made by `own_state`: checked plain data, reused without a walk.
 
-    `owned + entries` (a list or tuple) is a `GrownTuple`: a commit knows its head is
-    already checked and looks only at the entries added.
+    `owned + entries` (a list or tuple of plain data) is an `OwnedTuple` too: the entries
+    are checked and frozen as they are added, so a commit takes the sum as it is. Entries
+    that are not plain data give a plain tuple instead, which the commit checks and
+    rejects, naming where.
     """
 
-    __slots__ = ()
+    # No `__slots__`: a tuple cannot have a slot, so a height other than 1 is kept in the
+    # instance's `__dict__` (made only then).
+    height = 1
+    """Containers from this one down to its deepest (1 when it holds no container)."""
 
     def __add__(self, other: Any) -> Any:
         if type(other) not in SEQUENCES:
             return NotImplemented
-        grown = GrownTuple(tuple.__add__(self, tuple(other)))
-        grown.head = self
-        return grown
-
-
-class GrownTuple(tuple[Any, ...]):
-    """`owned + entries`: a tuple whose head `own_state` made already."""
-
-    head: OwnedTuple
-    """The owned tuple this one starts with (its entries are checked and frozen)."""
+        try:
+            tail, height = _frozen_items(other, 0, (), set(), False)
+        except (_NotPlainError, RecursionError):
+            return tuple.__add__(self, tuple(other))
+        return _owned_tuple(tuple.__add__(self, tuple(tail)), max(self.height, height))
 
 
 PLAIN_DEPTH_LIMIT = 64
@@ -90,8 +95,11 @@ def _key_text(key: object) -> str:
     return f"a key of type {type_name(key)}"
 
 
-SEQUENCES = frozenset({list, tuple, OwnedTuple, GrownTuple})
-"""Sequence types plain data may use (a `GrownTuple` is checked beyond its owned head)."""
+SEQUENCES = frozenset({list, tuple, OwnedTuple})
+"""Sequence types plain data may use."""
+
+_OWNED = frozenset({OwnedDict, OwnedTuple})
+"""The containers `own_state` made: each knows its height."""
 
 _KEPT = frozenset({str, int, bool, OwnedDict, OwnedTuple})
 """Types kept as they are (with `None`): scalars, and what `own_state` made already."""
@@ -130,12 +138,44 @@ def _freeze(
 
 def _enter(value: Any, path: tuple[str | int, ...], ancestors: set[int]) -> None:
     if len(path) >= PLAIN_DEPTH_LIMIT:
-        raise _NotPlainError(
-            f"nested too deeply (more than {PLAIN_DEPTH_LIMIT} levels) at {_where(path)}"
-        )
+        raise _too_deep(path)
     if id(value) in ancestors:
         raise _NotPlainError(f"cycle at {_where(path)}")
     ancestors.add(id(value))
+
+
+def _too_deep(path: tuple[str | int, ...]) -> _NotPlainError:
+    return _NotPlainError(
+        f"nested too deeply (more than {PLAIN_DEPTH_LIMIT} levels) at {_where(path)}"
+    )
+
+
+def _checked_height(entries: Any, path: tuple[str | int, ...]) -> int:
+    """The height of a container at `path` holding the frozen `entries` (a dict or list).
+
+    Containers frozen just now were checked on the way down; an owned one kept as it is
+    (from the previous state, or moved from elsewhere) is checked here, by its height.
+    """
+    values = entries.values() if type(entries) is dict else entries
+    height = 1 + max((entry.height for entry in values if type(entry) in _OWNED), default=0)
+    if len(path) + height <= PLAIN_DEPTH_LIMIT:
+        return height
+    # Name the place: follow the tallest entry down to the first level past the limit.
+    while len(path) < PLAIN_DEPTH_LIMIT:
+        pairs = entries.items() if isinstance(entries, dict) else enumerate(entries)
+        key, entries = max(
+            ((key, entry) for key, entry in pairs if type(entry) in _OWNED),
+            key=lambda pair: pair[1].height,
+        )
+        path = (*path, key)
+    raise _too_deep(path)
+
+
+def _owned_tuple(entries: Any, height: int) -> OwnedTuple:
+    owned = OwnedTuple(entries)
+    if height != 1:
+        owned.height = height
+    return owned
 
 
 def _freeze_mapping(
@@ -161,7 +201,9 @@ def _freeze_mapping(
         for key in keys
     }
     ancestors.discard(id(value))
-    return OwnedDict(items)
+    owned = OwnedDict(items)
+    owned.height = _checked_height(items, path)
+    return owned
 
 
 def _freeze_sequence(
@@ -172,47 +214,43 @@ def _freeze_sequence(
     previous: Any,
 ) -> tuple[Any, ...]:
     _enter(value, path, ancestors)
-    if type(value) is GrownTuple:  # `owned + new`: only the new entries need a look
-        tail = _freeze_items(value, len(value.head), path, ancestors, sort_keys)
-        ancestors.discard(id(value))
-        return OwnedTuple(value.head + tuple(tail))
     # A state that grows returns the previous entries plus a few new ones: keep that head
     # and look only at the tail. The head is the previous sequence's very entries (matched
-    # by identity in C, then copied once with the frozen tail), or else entries whose types
-    # say `own_state` made them (checked in C too); a head with anything else in it takes
-    # the item-by-item path.
+    # by identity in C, then copied once with the frozen tail; they stay where they were,
+    # so the previous height covers them), or else entries whose types say `own_state`
+    # made them (checked in C too); a head with anything else in it takes the
+    # item-by-item path.
     known = len(previous) if type(previous) is OwnedTuple else 0
     if known and len(value) >= known and all(map(operator.is_, value, previous)):
-        tail = _freeze_items(value, known, path, ancestors, sort_keys)
+        tail, height = _frozen_items(value, known, path, ancestors, sort_keys)
         ancestors.discard(id(value))
-        return OwnedTuple(previous + tuple(tail))
+        return _owned_tuple(tuple.__add__(previous, tuple(tail)), max(previous.height, height))
     start = len(value)
     while start and type(value[start - 1]) not in _KEPT_OR_NONE:
         start -= 1
     if not _KEPT_OR_NONE.issuperset(map(type, itertools.islice(value, start))):
         start = 0
-    items = [
-        *itertools.islice(value, start),
-        *_freeze_items(value, start, path, ancestors, sort_keys),
-    ]
+    tail, _ = _frozen_items(value, start, path, ancestors, sort_keys)
+    items = [*itertools.islice(value, start), *tail]
     ancestors.discard(id(value))
-    return OwnedTuple(items)
+    return _owned_tuple(items, _checked_height(items, path))
 
 
-def _freeze_items(
+def _frozen_items(
     value: list[Any] | tuple[Any, ...],
     start: int,
     path: tuple[str | int, ...],
     ancestors: set[int],
     sort_keys: bool,
-) -> list[Any]:
-    """`value[start:]` frozen, kept values as they are."""
-    return [
+) -> tuple[list[Any], int]:
+    """`value[start:]` frozen, kept values as they are, and the height they give a container."""
+    items = [
         item
         if (item := value[index]) is None or type(item) in _KEPT
         else _freeze(item, (*path, index), ancestors, sort_keys)
         for index in range(start, len(value))
     ]
+    return items, _checked_height(items, path)
 
 
 def plain_data_problem(value: Any) -> str | None:
