@@ -17,10 +17,13 @@ turns, each the median over repetitions, the three cases run alternately.
 returns next: a new list of the old (frozen) entries plus one new one (given the previous
 state, as the reduce step gives it, and without); the old tuple itself; the previous
 frozen state itself. Timed with `timeit` (gc off while timing).
+
+    python benchmarks/bench_state.py [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import gc
@@ -261,3 +264,17 @@ def state_verdicts(turns: list[TurnFigure]) -> list[Verdict]:
         for figure in turns
         if figure.case.startswith("growing")
     ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    plan = QUICK if parser.parse_args().quick else FULL
+    turns = measure_turns(plan)
+    print("\n".join(format_state(turns, measure_own_state(plan), plan)))
+    for verdict in state_verdicts(turns):
+        print(verdict.line())
+
+
+if __name__ == "__main__":
+    main()
