@@ -282,10 +282,14 @@ def own_state(value: Any, *, previous: Any = None) -> Any:
             the sequence at the same place in `previous`, those entries are reused without
             a look, so a state that grows costs a commit what was added, not all it holds.
 
+    What `own_state` returned, and `+` on a tuple of it (`state["log"] + entries`, which
+    freezes the entries added), is kept as it is wherever it appears in `value`.
+
     Raises:
         AgentError: `TUBELESS_AGENT_INVALID_STATE`, naming where the value is not plain
             data (NaN, infinities, sets, bytes, class instances, functions, non-string
-            keys and cycles are rejected); the reason is the `__cause__`.
+            keys, cycles, and more than 64 nested containers are rejected); the reason is
+            the `__cause__`.
     """
     try:
         return _freeze(value, (), set(), False, previous)
