@@ -157,7 +157,7 @@ def plan_work(state: Mapping[str, Any], context: DecisionContext) -> dict[str, A
 def take_notes(state: Mapping[str, Any], outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Keep each outcome's value (or its error code) as a note."""
     notes = [str(o["value"]) if o["ok"] else o["error"]["code"] for o in outcomes]
-    return {**state, "notes": [*state["notes"], *notes]}
+    return {**state, "notes": state["notes"] + notes}
 
 
 planner_tools = {

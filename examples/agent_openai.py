@@ -61,7 +61,7 @@ def remember(state: Mapping[str, Any], outcomes: Sequence[Mapping[str, Any]]) ->
         ValueError: the history would exceed `MAX_OBSERVATION_BYTES` as compact JSON; the
             run then fails before the state is committed or another request is made.
     """
-    observations = [*state["observations"], *outcomes]
+    observations = state["observations"] + outcomes
     if len(encode_json(observations)) > MAX_OBSERVATION_BYTES:
         raise ValueError(f"Observation history exceeds {MAX_OBSERVATION_BYTES} UTF-8 bytes")
     return {**state, "observations": observations}
