@@ -48,7 +48,10 @@ def test_records_read_back_exactly(open_store: OpenStore, every_kind: Records) -
             store.export(record)
         assert store.events() == records
     with open_store(read_only=True) as reader:
-        assert reader.events() == records
+        back = reader.events()
+    assert back == records
+    assert back[2]["iteration"] == records[2]["iteration"]
+    assert "correlationId" not in back[1] and back[3]["itemKey"] == ""
 
 
 @pytest.mark.parametrize(
@@ -104,12 +107,14 @@ def test_an_invalid_record_is_refused(open_store: OpenStore, make_record: MakeRe
 
 
 def test_a_closed_store_refuses_calls(open_store: OpenStore) -> None:
-    """After `close`, export raises `TraceSinkError` and reads raise `TraceStoreError`."""
+    """After `close`, export and `clear_history` raise `TraceSinkError`, reads `TraceStoreError`."""
     store = open_store()
     store.close()
     store.close()
     with pytest.raises(TraceSinkError, match="closed"):
         store.export(_log("run", "late"))
+    with pytest.raises(TraceSinkError, match="closed"):
+        store.clear_history()
     with pytest.raises(TraceStoreError, match="closed"):
         store.events()
 
