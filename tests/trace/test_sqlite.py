@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,6 @@ import pytest
 
 from tubeless.errors import TraceSinkError, TraceStoreError
 from tubeless.trace import SqliteTraceStore, _sqlite
-
-Records = dict[str, dict[str, Any]]
-MakeRecord = Callable[..., dict[str, Any]]
 
 REFERENCE_COLUMNS = [
     "id",
@@ -87,19 +83,6 @@ def test_the_table_is_the_reference_table_plus_one_column(tmp_path: Path) -> Non
         "pipeline_run_events_timestamp_idx",
     } <= indexes
     assert triggers == {"pipeline_run_events_no_update", "pipeline_run_events_no_delete"}
-
-
-def test_rows_cannot_be_updated_or_deleted(tmp_path: Path, make_record: MakeRecord) -> None:
-    """The table is append-only: UPDATE and DELETE abort."""
-    path = tmp_path / "runs.sqlite"
-    with SqliteTraceStore(path) as store:
-        store.export(make_record("pipeline.log"))
-    with sqlite3.connect(path) as connection:
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            connection.execute("UPDATE pipeline_run_events SET run_id = 'x'")
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            connection.execute("DELETE FROM pipeline_run_events")
-    assert _count(path) == 1
 
 
 def test_clear_history_deletes_every_record_and_stays_append_only(tmp_path: Path) -> None:

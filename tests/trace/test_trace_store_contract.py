@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,13 +21,34 @@ MakeRecord = Callable[..., dict[str, Any]]
 OpenStore = Callable[..., Any]
 
 
+Execute = Callable[[str], object]
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
-    """Open the store under test on one fresh database (`read_only=` as the stores take it)."""
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[OpenStore, Execute]:
+    """The store under test on one fresh database: how to open it (`read_only=` as the
+    stores take it), and how another program runs one SQL statement on that database."""
     if request.param == "sqlite":
-        return lambda **options: SqliteTraceStore(tmp_path / "runs.sqlite", **options)
+        path = tmp_path / "runs.sqlite"
+
+        def execute_sqlite(statement: str) -> object:
+            with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+                return connection.execute(statement).fetchall()
+
+        return lambda **options: SqliteTraceStore(path, **options), execute_sqlite
     url = request.getfixturevalue("postgres_url")
-    return lambda **options: PostgresTraceStore(url, **options)
+    server = request.getfixturevalue("postgres_server")
+
+    def execute_postgres(statement: str) -> object:
+        return server.execute(url, statement)
+
+    return lambda **options: PostgresTraceStore(url, **options), execute_postgres
+
+
+@pytest.fixture
+def open_store(backend: tuple[OpenStore, Execute]) -> OpenStore:
+    """Open the store under test (`read_only=` as the stores take it)."""
+    return backend[0]
 
 
 def _log(run_id: str, message: str) -> dict[str, Any]:
@@ -128,6 +151,21 @@ def test_read_only_refuses_to_write_and_to_clear(open_store: OpenStore) -> None:
             reader.export(_log("run", "refused"))
         with pytest.raises(TraceSinkError, match="read-only"):
             reader.clear_history()
+        assert [record["payload"]["message"] for record in reader.events()] == ["kept"]
+
+
+def test_rows_cannot_be_updated_or_deleted(backend: tuple[OpenStore, Execute]) -> None:
+    """The table is append-only for every connection: UPDATE and DELETE abort."""
+    open_store, execute = backend
+    with open_store() as store:
+        store.export(_log("run", "kept"))
+    for statement in (
+        "UPDATE pipeline_run_events SET run_id = 'x'",
+        "DELETE FROM pipeline_run_events",
+    ):
+        with pytest.raises(Exception, match="append-only"):
+            execute(statement)
+    with open_store(read_only=True) as reader:
         assert [record["payload"]["message"] for record in reader.events()] == ["kept"]
 
 
