@@ -139,10 +139,8 @@ def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
         SqliteTraceStore(path)
 
 
-def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
-    """A full batch of 64 is one commit; the writer thread ends when no record follows."""
-    path = tmp_path / "runs.sqlite"
-    store = SqliteTraceStore(path)
+def _batch_sizes(store: SqliteTraceStore) -> list[int]:
+    """The sizes of the batches `store` commits from now on, in order, as they are committed."""
     sizes: list[int] = []
     insert = store._insert
 
@@ -151,6 +149,14 @@ def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
         return insert(rows)
 
     store._insert = counted  # type: ignore[method-assign]
+    return sizes
+
+
+def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
+    """A full batch of 64 is one commit; the writer thread ends when no record follows."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    sizes = _batch_sizes(store)
     with store._lock:  # the writer cannot take the buffer while 64 records come
         for index in range(64):
             store._pending.append(_sqlite.store_row(_log("run", str(index))))
@@ -180,14 +186,7 @@ def test_a_fast_stream_is_still_committed_in_batches(tmp_path: Path) -> None:
     """Records exported back to back share commits: far fewer commits than records."""
     path = tmp_path / "runs.sqlite"
     store = SqliteTraceStore(path)
-    sizes: list[int] = []
-    insert = store._insert
-
-    def counted(rows: list[Any]) -> Exception | None:
-        sizes.append(len(rows))
-        return insert(rows)
-
-    store._insert = counted  # type: ignore[method-assign]
+    sizes = _batch_sizes(store)
     for index in range(64 * 10):
         store.export(_log("run", str(index)))
     store.close()
@@ -196,25 +195,6 @@ def test_a_fast_stream_is_still_committed_in_batches(tmp_path: Path) -> None:
     with SqliteTraceStore(path, read_only=True) as reader:
         messages = [record["payload"]["message"] for record in reader.events()]
     assert messages == [str(index) for index in range(64 * 10)]
-
-
-def test_events_filter_and_page_through_the_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Filters by run and pipeline work across pages; `event_rows` ids increase."""
-    monkeypatch.setattr(_sqlite, "_PAGE_SIZE", 3)
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        for index in range(10):
-            record = _log(f"run-{index % 2}", str(index))
-            record["pipelineId"] = "even" if index % 2 == 0 else "odd"
-            store.export(record)
-        assert len(store.events()) == 10
-        messages = [record["payload"]["message"] for record in store.events(run_id="run-1")]
-        assert messages == ["1", "3", "5", "7", "9"]
-        assert len(store.events(pipeline_id="even")) == 5
-        assert store.events(run_id="run-1", pipeline_id="even") == []
-        ids = [row_id for row_id, _ in store.event_rows()]
-        assert ids == sorted(ids) and len(set(ids)) == 10
 
 
 def test_a_write_error_is_raised_again_by_later_calls(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tubeless import create_steps, define_pipeline
 from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
-from tubeless.trace import PostgresTraceStore, SqliteTraceStore, project_runs
+from tubeless.trace import PostgresTraceStore, SqliteTraceStore, _sqlite, project_runs
 
 Records = dict[str, dict[str, Any]]
 MakeRecord = Callable[..., dict[str, Any]]
@@ -25,11 +25,15 @@ Execute = Callable[[str], object]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[OpenStore, Execute]:
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[OpenStore, Execute]:
     """The store under test on one fresh database: how to open it (`read_only=` as the
     stores take it), and how another program runs one SQL statement on that database."""
     if request.param == "sqlite":
         path = tmp_path / "runs.sqlite"
+        # Pages of 3 rows: every read of the contract crosses page boundaries.
+        monkeypatch.setattr(_sqlite, "_PAGE_SIZE", 3)
 
         def execute_sqlite(statement: str) -> object:
             with contextlib.closing(sqlite3.connect(path)) as connection, connection:
@@ -105,7 +109,8 @@ def test_numbers_keep_their_json_type(
 
 
 def test_events_filter_by_run_and_pipeline_in_write_order(open_store: OpenStore) -> None:
-    """Filters by run and pipeline work; `event_rows` ids increase; reads see the buffer."""
+    """Filters by run and pipeline work (across SQLite's pages); `event_rows` ids increase;
+    reads see the buffer."""
     with open_store() as store:
         for index in range(10):
             record = _log(f"run-{index % 2}", str(index))
