@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from tubeless.errors import ERROR_CODE_CLASSIFICATION, Diagnostic
+from tubeless._diagnostics import coded_diagnostic
+from tubeless.errors import Diagnostic
 from tubeless.pipeline._controls import RunControls
-
-
-def _planning_error(code: str, message: str) -> Diagnostic:
-    phase, kind = ERROR_CODE_CLASSIFICATION[code]
-    return Diagnostic(code=code, kind=kind, phase=phase, message=message)
-
-
-def _duplicates(values: Iterable[str]) -> list[str]:
-    return [value for value, count in Counter(values).items() if count > 1]
+from tubeless.pipeline._graph import repeated_values
 
 
 def _valid_concurrency(value: object) -> bool:
@@ -39,11 +31,11 @@ def _list_error(
     if not found:
         return []
     message = f"Pipeline {pipeline_id} requested {noun}: {', '.join(found)}{hint}"
-    return [_planning_error(code, message)]
+    return [coded_diagnostic(code, message)]
 
 
 def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> Diagnostic:
-    return _planning_error(
+    return coded_diagnostic(
         code,
         f"Pipeline {pipeline_id} received an empty {field} list; omit {field} to run every "
         f"step, or pass at least one {what}",
@@ -94,7 +86,9 @@ def _id_list_errors(
     errors = []
     if not values:
         errors.append(_empty_error(ids.empty, pipeline_id, ids.field, ids.what))
-    errors += _list_error(ids.duplicate, pipeline_id, f"duplicate {ids.noun}", _duplicates(values))
+    errors += _list_error(
+        ids.duplicate, pipeline_id, f"duplicate {ids.noun}", repeated_values(values)
+    )
     unknown = [value for value in values if value not in known]
     errors += _list_error(
         ids.unknown, pipeline_id, f"unknown {ids.noun}", unknown, _suggest(unknown, hints)
@@ -119,7 +113,7 @@ def _selection_errors(
     errors = []
     if controls.step_ids is not None and controls.targets is not None:
         errors.append(
-            _planning_error(
+            coded_diagnostic(
                 "TUBELESS_PLANNING_SELECTION_CONFLICT",
                 f"Pipeline {pipeline_id} cannot combine exact step_ids filtering with "
                 "dependency-aware targets",
@@ -139,7 +133,7 @@ def planning_errors(
     errors: list[Diagnostic] = []
     if not _valid_concurrency(controls.max_concurrency):
         errors.append(
-            _planning_error(
+            coded_diagnostic(
                 "TUBELESS_RUN_CONCURRENCY_INVALID",
                 f"Pipeline {pipeline_id} max_concurrency must be a positive integer, got "
                 f"{controls.max_concurrency!r}",
