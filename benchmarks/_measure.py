@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: the clock, the statistic, verdicts and text tables."""
+"""Shared pieces of the benchmarks: the clocks, the statistic, verdicts, text tables, and the
+interleaved W(N, K) grid that the sink and stream benchmarks sample."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ def seconds(action: Callable[[], Any]) -> float:
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
+
+
+def wall_and_cpu(action: Callable[[], Any]) -> tuple[float, float]:
+    """Collect garbage, then time one call of `action`: (wall, CPU of the whole process)."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    action()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def median(samples: Sequence[float]) -> float:
@@ -72,3 +81,56 @@ def format_table(
     lines = [title, _row([corner, *columns], widths)]
     lines.extend(_row([label, *cells], widths) for label, cells in rows)
     return lines
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Grid:
+    """The W(N, K) points measured and how often."""
+
+    turns: tuple[int, ...]
+    """Values of N."""
+    calls: tuple[int, ...]
+    """Values of K."""
+    repeats: int
+    """Repetitions of a point (the median is reported), odd."""
+
+
+GridSamples = dict[tuple[str, str, int, int], list[float]]
+"""`(clock, variant, N, K)` -> seconds per whole run, one per repetition."""
+
+
+def measure_grid(
+    grid: Grid,
+    variants: Sequence[str],
+    build: Callable[[int, int], Any],
+    run_timed: Callable[[Any, str, int, int], tuple[float, float]],
+) -> GridSamples:
+    """Every sample of the grid on both clocks: one warm-up run of each variant at each
+    point, then `grid.repeats` rounds, the variants in an order that rotates each round so
+    machine noise hits them all.
+
+    Args:
+        grid: The points and the repetitions.
+        variants: The variants' names, as `run_timed` takes them.
+        build: Makes the agent of one point from (N, K), before any clock.
+        run_timed: Times one whole run of an agent as a variant: (wall, CPU) seconds.
+    """
+    agents = {(n, k): build(n, k) for n in grid.turns for k in grid.calls}
+    for (turns, calls), agent in agents.items():  # warm-up
+        for variant in variants:
+            run_timed(agent, variant, turns, calls)
+    samples: GridSamples = {}
+    for repeat in range(grid.repeats):
+        shift = repeat % len(variants)
+        order = [*variants[shift:], *variants[:shift]]
+        for (turns, calls), agent in agents.items():
+            for variant in order:
+                wall, cpu = run_timed(agent, variant, turns, calls)
+                samples.setdefault(("wall", variant, turns, calls), []).append(wall)
+                samples.setdefault(("cpu", variant, turns, calls), []).append(cpu)
+    return samples
+
+
+def per_call(samples: GridSamples, clock: str, variant: str, turns: int, calls: int) -> float:
+    """Median microseconds per tool call of one variant at one point, on one clock."""
+    return median(samples[(clock, variant, turns, calls)]) / (turns * calls) * 1e6

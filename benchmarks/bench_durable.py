@@ -33,7 +33,7 @@ import operator
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -59,10 +59,10 @@ QUICK = Plan(turns=40, calls=4, repeats=3)
 
 
 class CountingStore:
-    """A `SqliteCheckpointStore` whose leases count their writes (one transaction each)."""
+    """A checkpoint store whose leases count their writes (one transaction each)."""
 
-    def __init__(self, path: Path) -> None:
-        self._store = SqliteCheckpointStore(path)
+    def __init__(self, store: Any) -> None:
+        self._store = store
         self.writes = 0
 
     def acquire(self, key: str) -> Any:
@@ -71,7 +71,7 @@ class CountingStore:
 
         class Lease:
             def read(self) -> str | None:
-                return lease.read()
+                return lease.read()  # type: ignore[no-any-return]
 
             def write(self, text: str) -> None:
                 lease.write(text)
@@ -83,9 +83,13 @@ class CountingStore:
         return Lease()
 
 
-def durable_agent(plan: Plan, store: CountingStore) -> Any:
-    """W(N, K) with its journal in `store`."""
-    return build_agent(plan.turns, plan.calls, durability=Durability(store=store, key="w"))
+def timed_run(run: Callable[[], Any], expected: Any, variant: str) -> float:
+    """Time one whole `run()`, checking that it returned `expected` (every call counted)."""
+    results: list[Any] = []
+    elapsed = seconds(lambda: results.append(run()))
+    if results != [expected]:
+        raise RuntimeError(f"{variant} computed {results}")
+    return elapsed
 
 
 class State(TypedDict):
@@ -114,9 +118,8 @@ def langgraph_available() -> bool:
         return False
 
 
-def langgraph_run(plan: Plan, path: Path) -> Callable[[], int]:
-    """Build the LangGraph W(N, K) on a fresh SQLite file; return a run and its checks."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
+def langgraph_graph(plan: Plan) -> Any:
+    """LangGraph's W(N, K), uncompiled: `decide` fans out K `Send`s to `echo`, N turns."""
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Send
 
@@ -138,6 +141,14 @@ def langgraph_run(plan: Plan, path: Path) -> Callable[[], int]:
     builder.add_edge(START, "decide")
     builder.add_conditional_edges("decide", route, ["echo", END])
     builder.add_edge("echo", "decide")
+    return builder
+
+
+def langgraph_run(plan: Plan, path: Path) -> Callable[[], int]:
+    """Build the LangGraph W(N, K) on a fresh SQLite file; return a run and its checks."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    builder = langgraph_graph(plan)
 
     def run() -> int:
         connection = sqlite3.connect(path, check_same_thread=False, factory=_Counting)
@@ -158,51 +169,51 @@ def langgraph_run(plan: Plan, path: Path) -> Callable[[], int]:
 
 @dataclasses.dataclass
 class Figures:
+    """Per variant: seconds of each repetition, and the writes of the last one."""
+
     seconds: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     writes: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def measure(plan: Plan) -> Figures:
-    """Time every variant, interleaved, with fresh files each repetition."""
+def interleaved(
+    plan: Plan, variants: Sequence[str], one: Callable[[str], tuple[float, int]]
+) -> Figures:
+    """Run `one(variant)` -> (seconds, writes) for every variant `plan.repeats` times, in an
+    order that rotates each repetition."""
     figures = Figures()
-    variants = [v for v in VARIANTS if v != "langgraph sync" or langgraph_available()]
-    plain = build_agent(plan.turns, plan.calls)
     for repetition in range(plan.repeats):
-        order = variants[repetition % len(variants) :] + variants[: repetition % len(variants)]
-        for variant in order:
-            directory = Path(tempfile.mkdtemp(prefix="bench-durable-", dir="."))
-            try:
-                elapsed, writes = _one(variant, plan, plain, directory)
-            finally:
-                shutil.rmtree(directory)
+        shift = repetition % len(variants)
+        for variant in [*variants[shift:], *variants[:shift]]:
+            elapsed, writes = one(variant)
             figures.seconds.setdefault(variant, []).append(elapsed)
             figures.writes[variant] = writes
     return figures
 
 
-def _one(variant: str, plan: Plan, plain: Any, directory: Path) -> tuple[float, int]:
+def measure(plan: Plan) -> Figures:
+    """Time every variant, interleaved, with fresh files each repetition."""
+    variants = [v for v in VARIANTS if v != "langgraph sync" or langgraph_available()]
+    plain = build_agent(plan.turns, plan.calls)
+    return interleaved(plan, variants, lambda variant: _one(variant, plan, plain))
+
+
+def _one(variant: str, plan: Plan, plain: Any) -> tuple[float, int]:
     total = plan.turns * plan.calls
     if variant == "tubeless":
-        results: list[Any] = []
-        elapsed = seconds(lambda: results.append(run_agent(plain)))
-        if results != [{"n": total}]:
-            raise RuntimeError(f"tubeless computed {results}")
-        return elapsed, 0
-    if variant == "tubeless durable":
-        store = CountingStore(directory / "checkpoints.db")
-        agent = durable_agent(plan, store)
-        results = []
-        elapsed = seconds(lambda: results.append(run_agent(agent)))
-        if results != [{"n": total}]:
-            raise RuntimeError(f"durable tubeless computed {results}")
-        return elapsed, store.writes
-    run = langgraph_run(plan, directory / "langgraph.db")
-    _Counting.commits = 0
-    counts: list[int] = []
-    elapsed = seconds(lambda: counts.append(run()))
-    if counts != [total]:
-        raise RuntimeError(f"langgraph computed {counts}")
-    return elapsed, _Counting.commits
+        return timed_run(lambda: run_agent(plain), {"n": total}, "tubeless"), 0
+    directory = Path(tempfile.mkdtemp(prefix="bench-durable-", dir="."))
+    try:
+        if variant == "tubeless durable":
+            store = CountingStore(SqliteCheckpointStore(directory / "checkpoints.db"))
+            durability = Durability(store=store, key="w")
+            agent = build_agent(plan.turns, plan.calls, durability=durability)
+            elapsed = timed_run(lambda: run_agent(agent), {"n": total}, "durable tubeless")
+            return elapsed, store.writes
+        run = langgraph_run(plan, directory / "langgraph.db")
+        _Counting.commits = 0
+        return timed_run(run, total, "langgraph"), _Counting.commits
+    finally:
+        shutil.rmtree(directory)
 
 
 def summary(plan: Plan, figures: Figures) -> dict[str, dict[str, float]]:
@@ -217,10 +228,9 @@ def summary(plan: Plan, figures: Figures) -> dict[str, dict[str, float]]:
     }
 
 
-def format_durable(figures: Figures, plan: Plan) -> list[str]:
-    """The table, and the durable ratio against LangGraph when it was measured."""
-    rows = summary(plan, figures)
-    table = format_table(
+def format_per_call(plan: Plan, rows: dict[str, dict[str, float]]) -> list[str]:
+    """The table of `summary`'s rows: us and writes per call for each variant."""
+    return format_table(
         f"W({plan.turns}, {plan.calls}), median of {plan.repeats}",
         "variant",
         ["us/call", "writes/call"],
@@ -229,9 +239,15 @@ def format_durable(figures: Figures, plan: Plan) -> list[str]:
             for variant, row in rows.items()
         ],
     )
-    if "langgraph sync" in rows:
-        ratio = rows["tubeless durable"]["usPerCall"] / rows["langgraph sync"]["usPerCall"]
-        table.append(f"  tubeless durable / langgraph sync: {ratio:.2f}x per call")
+
+
+def format_durable(figures: Figures, plan: Plan) -> list[str]:
+    """The table, and the durable ratio against LangGraph when it was measured."""
+    rows = summary(plan, figures)
+    table = format_per_call(plan, rows)
+    measured = ratio(plan, figures)
+    if measured is not None:
+        table.append(f"  tubeless durable / langgraph sync: {measured:.2f}x per call")
     else:
         table.append("  langgraph sync: skipped (langgraph-checkpoint-sqlite not installed)")
     return table

@@ -19,13 +19,11 @@ that rotates each repetition, so machine noise hits them all. Run alone with
 from __future__ import annotations
 
 import dataclasses
-import gc
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from _measure import format_table, median
+from _measure import Grid, GridSamples, format_table, measure_grid, per_call, wall_and_cpu
 from bench_agent import build_agent, run_agent
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -37,20 +35,8 @@ from tubeless.trace.otel import OtelTraceSink
 VARIANTS = ("none", "memory", "otel")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class OtelGrid:
-    """The points measured and how often."""
-
-    turns: tuple[int, ...]
-    """Values of N."""
-    calls: tuple[int, ...]
-    """Values of K."""
-    repeats: int
-    """Repetitions of a point (the median is reported), odd."""
-
-
-FULL = OtelGrid(turns=(50, 200), calls=(1, 4, 16), repeats=5)
-QUICK = OtelGrid(turns=(20,), calls=(1, 4), repeats=3)
+FULL = Grid(turns=(50, 200), calls=(1, 4, 16), repeats=5)
+QUICK = Grid(turns=(20,), calls=(1, 4), repeats=3)
 
 
 class CountingExporter(SpanExporter):
@@ -69,24 +55,12 @@ def spans_expected(turns: int, calls: int) -> int:
     return 1 + (turns + 1) * 4 + turns * calls
 
 
-Samples = dict[tuple[str, str, int, int], list[float]]
-"""`(clock, variant, N, K)` -> seconds per whole run, one per repetition."""
-
-
-def timed(action: Callable[[], Any]) -> tuple[float, float]:
-    """Collect garbage, then time one call of `action`: (wall, CPU of the whole process)."""
-    gc.collect()
-    wall, cpu = time.perf_counter(), time.process_time()
-    action()
-    return time.perf_counter() - wall, time.process_time() - cpu
-
-
 def run_timed(agent: Pipeline, variant: str, turns: int, calls: int) -> tuple[float, float]:
     """Time one whole run of `agent` with the sink `variant`: (wall, CPU) seconds."""
     if variant == "none":
-        return timed(lambda: run_agent(agent))
+        return wall_and_cpu(lambda: run_agent(agent))
     if variant == "memory":
-        return timed(lambda: run_agent(agent, {"tracing": MemoryTraceSink()}))
+        return wall_and_cpu(lambda: run_agent(agent, {"tracing": MemoryTraceSink()}))
     exporter = CountingExporter()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -97,43 +71,25 @@ def run_timed(agent: Pipeline, variant: str, turns: int, calls: int) -> tuple[fl
         sink.close()
         provider.force_flush()
 
-    elapsed = timed(run)
+    elapsed = wall_and_cpu(run)
     provider.shutdown()
     if exporter.count != spans_expected(turns, calls) or sink.failures:
         raise RuntimeError(f"otel run exported {exporter.count} spans, {sink.failures} failures")
     return elapsed
 
 
-def measure(grid: OtelGrid) -> Samples:
+def measure(grid: Grid) -> GridSamples:
     """Every sample of the grid, wall and CPU, interleaved as the module says."""
-    agents = {(n, k): build_agent(n, k) for n in grid.turns for k in grid.calls}
-    for (turns, calls), agent in agents.items():  # warm-up
-        for variant in VARIANTS:
-            run_timed(agent, variant, turns, calls)
-    samples: Samples = {}
-    for repeat in range(grid.repeats):
-        shift = repeat % len(VARIANTS)
-        order = VARIANTS[shift:] + VARIANTS[:shift]
-        for (turns, calls), agent in agents.items():
-            for variant in order:
-                wall, cpu = run_timed(agent, variant, turns, calls)
-                samples.setdefault(("wall", variant, turns, calls), []).append(wall)
-                samples.setdefault(("cpu", variant, turns, calls), []).append(cpu)
-    return samples
+    return measure_grid(grid, VARIANTS, build_agent, run_timed)
 
 
-def per_call(samples: Samples, key: tuple[str, str, int, int]) -> float:
-    """Median microseconds per tool call."""
-    return median(samples[key]) / (key[2] * key[3]) * 1e6
-
-
-def _table(grid: OtelGrid, samples: Samples, clock: str) -> list[str]:
+def _table(grid: Grid, samples: GridSamples, clock: str) -> list[str]:
     rows = []
     for turns in grid.turns:
         for calls in grid.calls:
-            bare = per_call(samples, (clock, "none", turns, calls))
-            memory = per_call(samples, (clock, "memory", turns, calls))
-            live = per_call(samples, (clock, "otel", turns, calls))
+            bare = per_call(samples, clock, "none", turns, calls)
+            memory = per_call(samples, clock, "memory", turns, calls)
+            live = per_call(samples, clock, "otel", turns, calls)
             cells = [f"{bare:.1f}", f"{memory:.1f}", f"{live:.1f}", f"{live / bare:.2f}x"]
             cells += [f"{live / memory:.2f}x", f"{live - memory:.1f}"]
             rows.append((f"N={turns},K={calls}", cells))
@@ -142,22 +98,22 @@ def _table(grid: OtelGrid, samples: Samples, clock: str) -> list[str]:
     return format_table(f"{title}, median of {grid.repeats}", "", columns, rows)
 
 
-def format_otel(grid: OtelGrid, samples: Samples) -> list[str]:
+def format_otel(grid: Grid, samples: GridSamples) -> list[str]:
     """Two tables (wall clock, process CPU): us/call per variant, ratios, the sink's share."""
     return [*_table(grid, samples, "wall"), "", *_table(grid, samples, "cpu")]
 
 
-def otel_json(grid: OtelGrid, samples: Samples) -> dict[str, Any]:
+def otel_json(grid: Grid, samples: GridSamples) -> dict[str, Any]:
     """The figures as JSON: per-call medians and ratios for each clock, and raw samples."""
     points = [(n, k) for n in grid.turns for k in grid.calls]
 
     def ratio(clock: str, over: str, n: int, k: int) -> float:
-        return per_call(samples, (clock, "otel", n, k)) / per_call(samples, (clock, over, n, k))
+        return per_call(samples, clock, "otel", n, k) / per_call(samples, clock, over, n, k)
 
     return {
         clock: {
             "perCallMicroseconds": {
-                variant: {f"{n},{k}": per_call(samples, (clock, variant, n, k)) for n, k in points}
+                variant: {f"{n},{k}": per_call(samples, clock, variant, n, k) for n, k in points}
                 for variant in VARIANTS
             },
             "ratioToNoSink": {f"{n},{k}": ratio(clock, "none", n, k) for n, k in points},

@@ -19,14 +19,10 @@ streamed run is checked to deliver one `call.finished` per call. Run alone with
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import gc
 import sys
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from _measure import Verdict, format_table, median
+from _measure import Grid, GridSamples, Verdict, format_table, measure_grid, per_call, wall_and_cpu
 from bench_agent import build_agent, run_agent
 
 from tubeless.pipeline import Pipeline
@@ -37,27 +33,8 @@ LIMIT = 1.3
 """The target: the stream's overhead at most this many times the memory sink's."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Grid:
-    """The points measured and how often."""
-
-    turns: tuple[int, ...]
-    calls: tuple[int, ...]
-    repeats: int
-
-
 FULL = Grid(turns=(200,), calls=(1, 4, 16), repeats=5)
 QUICK = Grid(turns=(50,), calls=(1, 4), repeats=3)
-
-Samples = dict[tuple[str, str, int, int], list[float]]
-"""`(clock, variant, N, K)` -> seconds per whole run, one per repetition."""
-
-
-def _timed(action: Callable[[], Any]) -> tuple[float, float]:
-    gc.collect()
-    wall, cpu = time.perf_counter(), time.process_time()
-    action()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def _check(finished: int, status: str, expected: int) -> None:
@@ -85,44 +62,26 @@ def _astream(agent: Pipeline, expected: int) -> None:
 def run_timed(agent: Pipeline, variant: str, turns: int, calls: int) -> tuple[float, float]:
     """Time one whole run of `agent` as `variant`: (wall, CPU) seconds."""
     if variant == "none":
-        return _timed(lambda: run_agent(agent))
+        return wall_and_cpu(lambda: run_agent(agent))
     if variant == "memory":
-        return _timed(lambda: run_agent(agent, {"tracing": MemoryTraceSink()}))
+        return wall_and_cpu(lambda: run_agent(agent, {"tracing": MemoryTraceSink()}))
     read = _stream if variant == "stream" else _astream
-    return _timed(lambda: read(agent, turns * calls))
+    return wall_and_cpu(lambda: read(agent, turns * calls))
 
 
-def measure(grid: Grid) -> Samples:
+def measure(grid: Grid) -> GridSamples:
     """Every sample of the grid, wall and CPU, interleaved as the module says."""
-    agents = {(n, k): build_agent(n, k) for n in grid.turns for k in grid.calls}
-    for (turns, calls), agent in agents.items():  # warm-up
-        for variant in VARIANTS:
-            run_timed(agent, variant, turns, calls)
-    samples: Samples = {}
-    for repeat in range(grid.repeats):
-        shift = repeat % len(VARIANTS)
-        order = VARIANTS[shift:] + VARIANTS[:shift]
-        for (turns, calls), agent in agents.items():
-            for variant in order:
-                wall, cpu = run_timed(agent, variant, turns, calls)
-                samples.setdefault(("wall", variant, turns, calls), []).append(wall)
-                samples.setdefault(("cpu", variant, turns, calls), []).append(cpu)
-    return samples
+    return measure_grid(grid, VARIANTS, build_agent, run_timed)
 
 
-def per_call(samples: Samples, clock: str, variant: str, turns: int, calls: int) -> float:
-    """Median microseconds per tool call."""
-    return median(samples[(clock, variant, turns, calls)]) / (turns * calls) * 1e6
-
-
-def overhead_ratio(samples: Samples, clock: str, variant: str, turns: int, calls: int) -> float:
+def overhead_ratio(samples: GridSamples, clock: str, variant: str, turns: int, calls: int) -> float:
     """(variant - none) / (memory - none), per call."""
     bare = per_call(samples, clock, "none", turns, calls)
     memory = per_call(samples, clock, "memory", turns, calls) - bare
     return (per_call(samples, clock, variant, turns, calls) - bare) / memory
 
 
-def _table(grid: Grid, samples: Samples, clock: str) -> list[str]:
+def _table(grid: Grid, samples: GridSamples, clock: str) -> list[str]:
     rows = []
     for turns in grid.turns:
         for calls in grid.calls:
@@ -138,12 +97,12 @@ def _table(grid: Grid, samples: Samples, clock: str) -> list[str]:
     return format_table(title, "", columns, rows)
 
 
-def format_events(grid: Grid, samples: Samples) -> list[str]:
+def format_events(grid: Grid, samples: GridSamples) -> list[str]:
     """Two tables (wall clock, process CPU): us/call per variant and the overhead ratios."""
     return [*_table(grid, samples, "wall"), "", *_table(grid, samples, "cpu")]
 
 
-def verdict(grid: Grid, samples: Samples) -> Verdict:
+def verdict(grid: Grid, samples: GridSamples) -> Verdict:
     """The target, judged on CPU time at the widest point (the least noisy figure)."""
     turns, calls = grid.turns[-1], grid.calls[-1]
     value = overhead_ratio(samples, "cpu", "stream", turns, calls)

@@ -260,6 +260,12 @@ class Diagnostic:
         return format_diagnostic(self)
 
 
+def coded_diagnostic(code: str, message: str, step_id: str | None = None) -> Diagnostic:
+    """A `Diagnostic` for catalog `code`, its phase and kind as the catalog classifies it."""
+    phase, kind = ERROR_CODE_CLASSIFICATION[code]
+    return Diagnostic(code=code, kind=kind, phase=phase, message=message, step_id=step_id)
+
+
 def format_diagnostic(error: Diagnostic) -> str:
     """Render `<phase>[ at step <id>] [<code>][ (<source>)]: <message>[; caused by ...]`."""
     step = f" at step {error.step_id}" if error.step_id else ""

@@ -21,20 +21,6 @@ def _log(message: str, run_id: str = "run") -> dict[str, Any]:
     }
 
 
-def test_rows_cannot_be_updated_or_deleted(postgres_url: str, postgres_server: Any) -> None:
-    """The append-only trigger refuses UPDATE and DELETE from any connection."""
-    with PostgresTraceStore(postgres_url) as store:
-        store.export(_log("kept"))
-    for statement in (
-        "UPDATE pipeline_run_events SET run_id = 'x'",
-        "DELETE FROM pipeline_run_events",
-    ):
-        with pytest.raises(Exception, match="append-only"):
-            postgres_server.execute(postgres_url, statement)
-    with PostgresTraceStore(postgres_url, read_only=True) as reader:
-        assert [record["payload"]["message"] for record in reader.events()] == ["kept"]
-
-
 def test_read_only_refuses_a_database_without_a_store(postgres_url: str) -> None:
     """Reading a database that holds no trace store is a `TraceStoreError`; nothing is made."""
     with pytest.raises(TraceStoreError, match="no trace store"):

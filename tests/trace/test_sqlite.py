@@ -1,4 +1,5 @@
-"""The SQLite trace store: exact round trips, batching, read-only mode, concurrency."""
+"""The SQLite trace store beyond the contract suite: its schema, batching, writer thread, read-only
+mode and several processes (the contract both stores keep is `test_trace_store_contract.py`)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
+from tubeless.errors import TraceSinkError, TraceStoreError
 from tubeless.trace import SqliteTraceStore, _sqlite
-
-Records = dict[str, dict[str, Any]]
-MakeRecord = Callable[..., dict[str, Any]]
 
 REFERENCE_COLUMNS = [
     "id",
@@ -66,48 +63,6 @@ def _writer_done(store: SqliteTraceStore) -> None:
         writer.join()
 
 
-def test_records_read_back_exactly(tmp_path: Path, every_kind: Records) -> None:
-    """Every kind reads back equal, `iteration` and absent-versus-empty fields included."""
-    records = list(every_kind.values())
-    records[3]["itemKey"] = ""
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        for record in records:
-            store.export(record)
-        assert store.events() == records
-    with SqliteTraceStore(tmp_path / "runs.sqlite", read_only=True) as reader:
-        back = reader.events()
-    assert back == records
-    assert back[2]["iteration"] == records[2]["iteration"]
-    assert "correlationId" not in back[1] and back[3]["itemKey"] == ""
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        {"timestampMs": 1700000000000.0},
-        {"timestampMs": 1700000000000.5},
-        {"timestampMs": 2**70},
-        {"timestampMs": -3},
-        {"durationMs": 12},
-        {"durationMs": 12.0},
-        {"durationMs": 0.1},
-        {"durationMs": 2**1100},
-        {"version": 3.0},
-    ],
-)
-def test_numbers_keep_their_json_type(
-    tmp_path: Path, make_record: MakeRecord, fields: dict[str, Any]
-) -> None:
-    """Ints stay ints and floats stay floats, whatever the column's affinity."""
-    record = make_record("step.complete", **fields)
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        store.export(record)
-        (back,) = store.events()
-    assert back == record
-    for key, value in fields.items():
-        assert type(back[key]) is type(value)
-
-
 def test_the_table_is_the_reference_table_plus_one_column(tmp_path: Path) -> None:
     """The schema is `pipeline_run_events` with its indexes and triggers, plus `extra_json`."""
     path = tmp_path / "runs.sqlite"
@@ -130,19 +85,6 @@ def test_the_table_is_the_reference_table_plus_one_column(tmp_path: Path) -> Non
     assert triggers == {"pipeline_run_events_no_update", "pipeline_run_events_no_delete"}
 
 
-def test_rows_cannot_be_updated_or_deleted(tmp_path: Path, make_record: MakeRecord) -> None:
-    """The table is append-only: UPDATE and DELETE abort."""
-    path = tmp_path / "runs.sqlite"
-    with SqliteTraceStore(path) as store:
-        store.export(make_record("pipeline.log"))
-    with sqlite3.connect(path) as connection:
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            connection.execute("UPDATE pipeline_run_events SET run_id = 'x'")
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            connection.execute("DELETE FROM pipeline_run_events")
-    assert _count(path) == 1
-
-
 def test_clear_history_deletes_every_record_and_stays_append_only(tmp_path: Path) -> None:
     """Committed and buffered records go; later ids are higher; rows stay undeletable."""
     path = tmp_path / "runs.sqlite"
@@ -162,20 +104,6 @@ def test_clear_history_deletes_every_record_and_stays_append_only(tmp_path: Path
             connection.execute("DELETE FROM pipeline_run_events")
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             connection.execute("UPDATE pipeline_run_events SET run_id = 'x'")
-
-
-def test_clear_history_is_refused_when_read_only_or_closed(tmp_path: Path) -> None:
-    """A reader cannot clear the store; neither can a closed store."""
-    path = tmp_path / "runs.sqlite"
-    store = SqliteTraceStore(path)
-    store.export(_log("run", "kept"))
-    store.close()
-    with pytest.raises(TraceSinkError, match="closed"):
-        store.clear_history()
-    with SqliteTraceStore(path, read_only=True) as reader:
-        with pytest.raises(TraceSinkError, match="read-only"):
-            reader.clear_history()
-        assert len(reader.events()) == 1
 
 
 def test_a_failed_clear_deletes_nothing(tmp_path: Path) -> None:
@@ -211,10 +139,8 @@ def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
         SqliteTraceStore(path)
 
 
-def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
-    """A full batch of 64 is one commit; the writer thread ends when no record follows."""
-    path = tmp_path / "runs.sqlite"
-    store = SqliteTraceStore(path)
+def _batch_sizes(store: SqliteTraceStore) -> list[int]:
+    """The sizes of the batches `store` commits from now on, in order, as they are committed."""
     sizes: list[int] = []
     insert = store._insert
 
@@ -223,6 +149,14 @@ def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
         return insert(rows)
 
     store._insert = counted  # type: ignore[method-assign]
+    return sizes
+
+
+def test_records_are_committed_in_batches_of_64(tmp_path: Path) -> None:
+    """A full batch of 64 is one commit; the writer thread ends when no record follows."""
+    path = tmp_path / "runs.sqlite"
+    store = SqliteTraceStore(path)
+    sizes = _batch_sizes(store)
     with store._lock:  # the writer cannot take the buffer while 64 records come
         for index in range(64):
             store._pending.append(_sqlite.store_row(_log("run", str(index))))
@@ -252,14 +186,7 @@ def test_a_fast_stream_is_still_committed_in_batches(tmp_path: Path) -> None:
     """Records exported back to back share commits: far fewer commits than records."""
     path = tmp_path / "runs.sqlite"
     store = SqliteTraceStore(path)
-    sizes: list[int] = []
-    insert = store._insert
-
-    def counted(rows: list[Any]) -> Exception | None:
-        sizes.append(len(rows))
-        return insert(rows)
-
-    store._insert = counted  # type: ignore[method-assign]
+    sizes = _batch_sizes(store)
     for index in range(64 * 10):
         store.export(_log("run", str(index)))
     store.close()
@@ -268,41 +195,6 @@ def test_a_fast_stream_is_still_committed_in_batches(tmp_path: Path) -> None:
     with SqliteTraceStore(path, read_only=True) as reader:
         messages = [record["payload"]["message"] for record in reader.events()]
     assert messages == [str(index) for index in range(64 * 10)]
-
-
-def test_reads_commit_the_buffer_first(tmp_path: Path) -> None:
-    """`events` returns records still in the buffer."""
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        store.export(_log("run", "only"))
-        assert [record["payload"]["message"] for record in store.events()] == ["only"]
-
-
-def test_events_filter_and_page_through_the_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Filters by run and pipeline work across pages; `event_rows` ids increase."""
-    monkeypatch.setattr(_sqlite, "_PAGE_SIZE", 3)
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        for index in range(10):
-            record = _log(f"run-{index % 2}", str(index))
-            record["pipelineId"] = "even" if index % 2 == 0 else "odd"
-            store.export(record)
-        assert len(store.events()) == 10
-        messages = [record["payload"]["message"] for record in store.events(run_id="run-1")]
-        assert messages == ["1", "3", "5", "7", "9"]
-        assert len(store.events(pipeline_id="even")) == 5
-        assert store.events(run_id="run-1", pipeline_id="even") == []
-        ids = [row_id for row_id, _ in store.event_rows()]
-        assert ids == sorted(ids) and len(set(ids)) == 10
-
-
-def test_an_invalid_record_is_refused(tmp_path: Path, make_record: MakeRecord) -> None:
-    """A bad record raises `TraceRecordError` and the store keeps working."""
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        with pytest.raises(TraceRecordError):
-            store.export(make_record("pipeline.log", timestampMs="now"))
-        store.export(make_record("pipeline.log"))
-        assert len(store.events()) == 1
 
 
 def test_a_write_error_is_raised_again_by_later_calls(tmp_path: Path) -> None:
@@ -409,16 +301,6 @@ def test_reads_wait_for_the_writer_and_see_every_record(tmp_path: Path) -> None:
         assert store.events() == []
 
 
-def test_a_closed_store_refuses_calls(tmp_path: Path) -> None:
-    """After `close`, export raises `TraceSinkError` and reads raise `TraceStoreError`."""
-    store = SqliteTraceStore(tmp_path / "runs.sqlite")
-    store.close()
-    with pytest.raises(TraceSinkError, match="closed"):
-        store.export(_log("run", "late"))
-    with pytest.raises(TraceStoreError, match="closed"):
-        store.events()
-
-
 def test_a_corrupt_row_is_reported_by_id(tmp_path: Path) -> None:
     """A row another program wrote that is not a valid record fails the read, naming the row."""
     path = tmp_path / "runs.sqlite"
@@ -452,18 +334,6 @@ def test_read_only_refuses_an_uninitialised_file(tmp_path: Path) -> None:
         SqliteTraceStore(path, read_only=True)
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == 0
-
-
-def test_read_only_refuses_to_write(tmp_path: Path) -> None:
-    """`export` on a read-only store raises `TraceSinkError` and stores nothing."""
-    path = tmp_path / "runs.sqlite"
-    SqliteTraceStore(path).close()
-    with (
-        SqliteTraceStore(path, read_only=True) as reader,
-        pytest.raises(TraceSinkError, match="read-only"),
-    ):
-        reader.export(_log("run", "nope"))
-    assert _count(path) == 0
 
 
 def test_read_only_sees_what_a_live_writer_committed(tmp_path: Path) -> None:
@@ -556,26 +426,6 @@ def test_a_reference_store_is_read_and_extended(tmp_path: Path) -> None:
     with SqliteTraceStore(path) as store:
         store.export(_log("mine", "appended"))
         assert [record["runId"] for record in store.events()] == ["r", "mine"]
-
-
-def test_threads_share_one_store(tmp_path: Path) -> None:
-    """Records exported from many threads at once are all stored, each thread's in order."""
-    barrier = threading.Barrier(6)
-
-    def write(worker: int) -> None:
-        barrier.wait()
-        for index in range(300):
-            store.export(_log(f"run-{worker}", str(index)))
-
-    with SqliteTraceStore(tmp_path / "runs.sqlite") as store:
-        threads = [threading.Thread(target=write, args=(worker,)) for worker in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for worker in range(6):
-            messages = [r["payload"]["message"] for r in store.events(run_id=f"run-{worker}")]
-            assert messages == [str(index) for index in range(300)]
 
 
 _WRITER = textwrap.dedent(

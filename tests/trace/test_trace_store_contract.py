@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,20 +14,45 @@ import pytest
 
 from tubeless import create_steps, define_pipeline
 from tubeless.errors import TraceRecordError, TraceSinkError, TraceStoreError
-from tubeless.trace import PostgresTraceStore, SqliteTraceStore, project_runs
+from tubeless.trace import PostgresTraceStore, SqliteTraceStore, _sqlite, project_runs
 
 Records = dict[str, dict[str, Any]]
 MakeRecord = Callable[..., dict[str, Any]]
 OpenStore = Callable[..., Any]
 
 
+Execute = Callable[[str], object]
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
-    """Open the store under test on one fresh database (`read_only=` as the stores take it)."""
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[OpenStore, Execute]:
+    """The store under test on one fresh database: how to open it (`read_only=` as the
+    stores take it), and how another program runs one SQL statement on that database."""
     if request.param == "sqlite":
-        return lambda **options: SqliteTraceStore(tmp_path / "runs.sqlite", **options)
+        path = tmp_path / "runs.sqlite"
+        # Pages of 3 rows: every read of the contract crosses page boundaries.
+        monkeypatch.setattr(_sqlite, "_PAGE_SIZE", 3)
+
+        def execute_sqlite(statement: str) -> object:
+            with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+                return connection.execute(statement).fetchall()
+
+        return lambda **options: SqliteTraceStore(path, **options), execute_sqlite
     url = request.getfixturevalue("postgres_url")
-    return lambda **options: PostgresTraceStore(url, **options)
+    server = request.getfixturevalue("postgres_server")
+
+    def execute_postgres(statement: str) -> object:
+        return server.execute(url, statement)
+
+    return lambda **options: PostgresTraceStore(url, **options), execute_postgres
+
+
+@pytest.fixture
+def open_store(backend: tuple[OpenStore, Execute]) -> OpenStore:
+    """Open the store under test (`read_only=` as the stores take it)."""
+    return backend[0]
 
 
 def _log(run_id: str, message: str) -> dict[str, Any]:
@@ -48,7 +75,10 @@ def test_records_read_back_exactly(open_store: OpenStore, every_kind: Records) -
             store.export(record)
         assert store.events() == records
     with open_store(read_only=True) as reader:
-        assert reader.events() == records
+        back = reader.events()
+    assert back == records
+    assert back[2]["iteration"] == records[2]["iteration"]
+    assert "correlationId" not in back[1] and back[3]["itemKey"] == ""
 
 
 @pytest.mark.parametrize(
@@ -79,7 +109,8 @@ def test_numbers_keep_their_json_type(
 
 
 def test_events_filter_by_run_and_pipeline_in_write_order(open_store: OpenStore) -> None:
-    """Filters by run and pipeline work; `event_rows` ids increase; reads see the buffer."""
+    """Filters by run and pipeline work (across SQLite's pages); `event_rows` ids increase;
+    reads see the buffer."""
     with open_store() as store:
         for index in range(10):
             record = _log(f"run-{index % 2}", str(index))
@@ -104,12 +135,14 @@ def test_an_invalid_record_is_refused(open_store: OpenStore, make_record: MakeRe
 
 
 def test_a_closed_store_refuses_calls(open_store: OpenStore) -> None:
-    """After `close`, export raises `TraceSinkError` and reads raise `TraceStoreError`."""
+    """After `close`, export and `clear_history` raise `TraceSinkError`, reads `TraceStoreError`."""
     store = open_store()
     store.close()
     store.close()
     with pytest.raises(TraceSinkError, match="closed"):
         store.export(_log("run", "late"))
+    with pytest.raises(TraceSinkError, match="closed"):
+        store.clear_history()
     with pytest.raises(TraceStoreError, match="closed"):
         store.events()
 
@@ -123,6 +156,21 @@ def test_read_only_refuses_to_write_and_to_clear(open_store: OpenStore) -> None:
             reader.export(_log("run", "refused"))
         with pytest.raises(TraceSinkError, match="read-only"):
             reader.clear_history()
+        assert [record["payload"]["message"] for record in reader.events()] == ["kept"]
+
+
+def test_rows_cannot_be_updated_or_deleted(backend: tuple[OpenStore, Execute]) -> None:
+    """The table is append-only for every connection: UPDATE and DELETE abort."""
+    open_store, execute = backend
+    with open_store() as store:
+        store.export(_log("run", "kept"))
+    for statement in (
+        "UPDATE pipeline_run_events SET run_id = 'x'",
+        "DELETE FROM pipeline_run_events",
+    ):
+        with pytest.raises(Exception, match="append-only"):
+            execute(statement)
+    with open_store(read_only=True) as reader:
         assert [record["payload"]["message"] for record in reader.events()] == ["kept"]
 
 

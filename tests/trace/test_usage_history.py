@@ -2,56 +2,27 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from tubeless import define_agent
 from tubeless.testing import MemoryTraceSink
 from tubeless.trace import agent_history, format_agent_history
 
-CHILD = textwrap.dedent(
-    """
-    from tubeless import define_agent, define_pipeline_command, pipeline_tool
 
-    def child_decide(state, context):
-        context.reserve_usage(input_tokens=50, output_tokens=50).settle(
-            input_tokens=30, output_tokens=5, cost=0.25
-        )
-        return {"kind": "finish", "result": "child done"}
-
-    child = define_agent(
-        id="child", input_schema={}, result_schema={}, initial_state=lambda o: {},
-        decide=child_decide,
-    )
-
-    def decide(state, context):
-        context.report_usage(input_tokens=100, output_tokens=20, cost=1)
-        if context.turn == 1:
-            return {"kind": "continue", "calls": [{"id": "k", "tool": "child", "input": {}}]}
-        return {"kind": "finish", "result": "done"}
-
-    agent = define_agent(
-        id="parent", input_schema={"type": "object"}, result_schema={},
-        initial_state=lambda o: {},
-        decide=decide, tools={"child": pipeline_tool(child, description="Delegate")},
-    )
-    command = define_pipeline_command(agent)
-    """
-)
-
-
-def _tree() -> tuple[Any, list[dict[str, Any]]]:
+def _tree(source: str) -> tuple[Any, list[dict[str, Any]]]:
     namespace: dict[str, Any] = {}
-    exec(CHILD, namespace)
+    exec(source, namespace)
     sink = MemoryTraceSink()
     run = namespace["agent"].run({}, context={"tracing": sink})
     assert run.status == "completed", run.errors
     return run, sink.records
 
 
-def test_each_agent_shows_its_own_usage_and_each_turn_its_decisions() -> None:
+def test_each_agent_shows_its_own_usage_and_each_turn_its_decisions(
+    metered_agents_source: str,
+) -> None:
     """The parent counts its two turns, the child its one: a tree's usage is not summed."""
-    run, records = _tree()
+    run, records = _tree(metered_agents_source)
 
     history = agent_history(records, run.run_id)
 
@@ -66,9 +37,9 @@ def test_each_agent_shows_its_own_usage_and_each_turn_its_decisions() -> None:
     assert run.usage.total_tokens == 275
 
 
-def test_history_text_prints_usage_on_agent_and_turn_lines() -> None:
+def test_history_text_prints_usage_on_agent_and_turn_lines(metered_agents_source: str) -> None:
     """`tokens <in> in <out> out  cost <c>` follows each agent and turn that spent any."""
-    run, records = _tree()
+    run, records = _tree(metered_agents_source)
     history = agent_history(records, run.run_id)
     assert history is not None
 

@@ -202,9 +202,7 @@ class Budget:
             AgentLimitError: `max_decisions`, naming the nearest budget that refused.
         """
         with self.tree.lock:
-            for budget in reversed(self.chain):
-                if budget.decisions + 1 > budget.limits.max_decisions:
-                    raise _limit(budget, "max_decisions", budget.decisions, 1)
+            self._refuse_decision()
             for budget in self.chain:
                 budget.decisions += 1
 
@@ -215,9 +213,7 @@ class Budget:
             AgentLimitError: `max_calls`, naming the nearest budget that refused.
         """
         with self.tree.lock:
-            for budget in reversed(self.chain):
-                if count > budget.limits.max_calls - budget.calls:
-                    raise _limit(budget, "max_calls", budget.calls, count)
+            self._refuse_calls(count)
             for budget in self.chain:
                 budget.calls += count
 
@@ -232,10 +228,7 @@ class Budget:
                 refusal = _usage_refusal(budget, input_tokens, output_tokens, cost)
                 if refusal is not None:
                     raise refusal
-            for budget in self.chain:
-                budget.input_tokens += input_tokens
-                budget.output_tokens += output_tokens
-                budget.cost += cost
+            self._add_usage(input_tokens, output_tokens, cost)
 
     def adjust_usage(
         self, input_tokens: int, output_tokens: int, cost: Decimal
@@ -251,10 +244,7 @@ class Budget:
                 refusal = refusal or _usage_refusal(
                     budget, max(input_tokens, 0), max(output_tokens, 0), max(cost, Decimal(0))
                 )
-            for budget in self.chain:
-                budget.input_tokens += input_tokens
-                budget.output_tokens += output_tokens
-                budget.cost += cost
+            self._add_usage(input_tokens, output_tokens, cost)
             return refusal
 
     def usage(self) -> Usage:
@@ -273,9 +263,7 @@ class Budget:
             AgentLimitError: `max_calls`, naming the nearest budget that refused.
         """
         with self.tree.lock:
-            for budget in reversed(self.chain):
-                if count > budget.limits.max_calls - budget.calls:
-                    raise _limit(budget, "max_calls", budget.calls, count)
+            self._refuse_calls(count)
 
     def admit_repair(self) -> None:
         """Charge one repair and the decision it asks for to every budget in the chain.
@@ -288,12 +276,29 @@ class Budget:
             for budget in reversed(self.chain):
                 if budget.repairs + 1 > budget.limits.max_repairs:
                     raise _limit(budget, "max_repairs", budget.repairs, 1)
-            for budget in reversed(self.chain):
-                if budget.decisions + 1 > budget.limits.max_decisions:
-                    raise _limit(budget, "max_decisions", budget.decisions, 1)
+            self._refuse_decision()
             for budget in self.chain:
                 budget.repairs += 1
                 budget.decisions += 1
+
+    def _refuse_decision(self) -> None:
+        # Under the tree's lock: the nearest budget without room for one more decision.
+        for budget in reversed(self.chain):
+            if budget.decisions + 1 > budget.limits.max_decisions:
+                raise _limit(budget, "max_decisions", budget.decisions, 1)
+
+    def _refuse_calls(self, count: int) -> None:
+        # Under the tree's lock: the nearest budget without room for `count` more calls.
+        for budget in reversed(self.chain):
+            if count > budget.limits.max_calls - budget.calls:
+                raise _limit(budget, "max_calls", budget.calls, count)
+
+    def _add_usage(self, input_tokens: int, output_tokens: int, cost: Decimal) -> None:
+        # Under the tree's lock.
+        for budget in self.chain:
+            budget.input_tokens += input_tokens
+            budget.output_tokens += output_tokens
+            budget.cost += cost
 
     def check_delegation(self) -> None:
         """Check that one more level of subagents fits every budget's `max_depth`.

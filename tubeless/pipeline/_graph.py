@@ -6,14 +6,9 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from tubeless.errors import ERROR_CODE_CLASSIFICATION, Diagnostic
+from tubeless._diagnostics import coded_diagnostic
+from tubeless.errors import Diagnostic
 from tubeless.pipeline._steps import FINALIZE_STEP_ID, Step
-
-
-def definition_error(code: str, message: str, step_id: str | None = None) -> Diagnostic:
-    """Build a definition-phase `Diagnostic` for `code`."""
-    phase, kind = ERROR_CODE_CLASSIFICATION[code]
-    return Diagnostic(code=code, kind=kind, phase=phase, message=message, step_id=step_id)
 
 
 def step_edges(step: Step) -> tuple[Step, ...]:
@@ -62,7 +57,8 @@ def target_closure(targets: Iterable[Step]) -> set[Step]:
     return selected
 
 
-def _duplicates(values: Iterable[str]) -> list[str]:
+def repeated_values(values: Iterable[str]) -> list[str]:
+    """The values that occur more than once, each once, in order of first occurrence."""
     return [value for value, count in Counter(values).items() if count > 1]
 
 
@@ -77,27 +73,27 @@ def pipeline_field_errors(
     errors = []
     if not pipeline_id.strip():
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_PIPELINE_ID_BLANK", "Pipeline id must not be blank"
             )
         )
     if _blank(name):
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_PIPELINE_NAME_BLANK",
                 f"Pipeline {pipeline_id} has a blank display name",
             )
         )
     if _blank(description):
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_PIPELINE_DESCRIPTION_BLANK",
                 f"Pipeline {pipeline_id} has a blank description",
             )
         )
     if version is not None and (len(version) > 256 or not version.strip()):
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_IMPLEMENTATION_VERSION_INVALID",
                 f"Pipeline {pipeline_id} implementation_version must be 1-256 characters "
                 "and not blank",
@@ -110,7 +106,7 @@ def _step_own_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
     errors = []
     if not step.id.strip():
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_STEP_ID_BLANK",
                 f"Pipeline {pipeline_id} has a step with a blank id",
                 step.id,
@@ -118,7 +114,7 @@ def _step_own_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
         )
     if step.id == FINALIZE_STEP_ID:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_STEP_ID_RESERVED",
                 f"Pipeline {pipeline_id} uses reserved step id {FINALIZE_STEP_ID}",
                 step.id,
@@ -126,7 +122,7 @@ def _step_own_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
         )
     if _blank(step.name):
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_STEP_NAME_BLANK",
                 f"Pipeline {pipeline_id} step {step.id} has a blank display name",
                 step.id,
@@ -143,10 +139,10 @@ def _step_dependency_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
         ("skip_after_failure_of", step.skip_after_failure_of),
     )
     for field, deps in groups:
-        repeated = _duplicates(dep.id for dep in deps)
+        repeated = repeated_values(dep.id for dep in deps)
         if repeated:
             errors.append(
-                definition_error(
+                coded_diagnostic(
                     "TUBELESS_DEFINITION_DEPENDENCY_DUPLICATE",
                     f"Pipeline {pipeline_id} step {step.id} repeats {field}: {', '.join(repeated)}",
                     step.id,
@@ -154,7 +150,7 @@ def _step_dependency_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
             )
         if step in deps:
             errors.append(
-                definition_error(
+                coded_diagnostic(
                     "TUBELESS_DEFINITION_DEPENDENCY_SELF_REFERENCE",
                     f"Pipeline {pipeline_id} step {step.id} cannot reference itself in {field}",
                     step.id,
@@ -163,7 +159,7 @@ def _step_dependency_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
     both = [dep.id for dep in step.optional_depends_on if dep in step.depends_on]
     if both:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_DEPENDENCY_CONTRADICTORY",
                 f"Pipeline {pipeline_id} step {step.id} declares dependencies as both required "
                 f"and optional: {', '.join(both)}",
@@ -176,10 +172,10 @@ def _step_dependency_errors(pipeline_id: str, step: Step) -> list[Diagnostic]:
 def step_errors(pipeline_id: str, steps: Sequence[Step]) -> list[Diagnostic]:
     """Check step ids, names, dependency lists, membership and options-schema scopes."""
     errors: list[Diagnostic] = []
-    repeated = _duplicates(step.id for step in steps)
+    repeated = repeated_values(step.id for step in steps)
     if repeated:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_STEP_IDS_DUPLICATE",
                 f"Pipeline {pipeline_id} has duplicate step ids: {', '.join(repeated)}",
             )
@@ -187,7 +183,7 @@ def step_errors(pipeline_id: str, steps: Sequence[Step]) -> list[Diagnostic]:
     scopes = {id(step.options_scope) for step in steps}
     if len(scopes) > 1 and any(step.options_scope is not None for step in steps):
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_OPTIONS_SCHEMA_CONFLICT",
                 f"Pipeline {pipeline_id} mixes steps from different options-schema scopes",
             )
@@ -201,7 +197,7 @@ def step_errors(pipeline_id: str, steps: Sequence[Step]) -> list[Diagnostic]:
     ]
     if missing:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_DEPENDENCY_NOT_IN_STEPS",
                 f"Pipeline {pipeline_id} references step(s) not included in its steps list: "
                 f"{', '.join(missing)}",
@@ -220,10 +216,10 @@ def target_errors(
     """Check declared targets and the finalizer's required outputs against the steps."""
     errors = []
     known = set(steps)
-    repeated = _duplicates(target.id for target in targets)
+    repeated = repeated_values(target.id for target in targets)
     if repeated:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_TARGETS_DUPLICATE",
                 f"Pipeline {pipeline_id} declares duplicate targets: {', '.join(repeated)}",
             )
@@ -231,7 +227,7 @@ def target_errors(
     missing_targets = [target.id for target in targets if target not in known]
     if missing_targets:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_TARGET_NOT_IN_STEPS",
                 f"Pipeline {pipeline_id} declares target step(s) not included in its steps "
                 f"list: {', '.join(missing_targets)}",
@@ -240,7 +236,7 @@ def target_errors(
     missing_required = [step.id for step in required or () if step not in known]
     if missing_required:
         errors.append(
-            definition_error(
+            coded_diagnostic(
                 "TUBELESS_DEFINITION_FINALIZER_STEP_NOT_IN_STEPS",
                 f"Pipeline {pipeline_id} requires finalizer output from step(s) not included "
                 f"in its steps list: {', '.join(missing_required)}",
@@ -260,7 +256,7 @@ def _finalizer_mismatches(
         unmet = [step.id for step in required if step not in closure]
         if unmet:
             errors.append(
-                definition_error(
+                coded_diagnostic(
                     "TUBELESS_DEFINITION_TARGET_FINALIZER_MISMATCH",
                     f"Pipeline {pipeline_id} target {target.id} cannot satisfy required "
                     f"finalizer output(s): {', '.join(unmet)}",
@@ -272,6 +268,6 @@ def _finalizer_mismatches(
 
 def cycle_error(pipeline_id: str) -> Diagnostic:
     """The error for a dependency cycle."""
-    return definition_error(
+    return coded_diagnostic(
         "TUBELESS_DEFINITION_DEPENDENCY_CYCLE", f"Pipeline {pipeline_id} has a dependency cycle"
     )

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from tubeless.errors import ERROR_CODE_CLASSIFICATION, Diagnostic
+from tubeless._diagnostics import coded_diagnostic
+from tubeless.errors import Diagnostic
 from tubeless.pipeline._controls import RunControls
-
-
-def _planning_error(code: str, message: str) -> Diagnostic:
-    phase, kind = ERROR_CODE_CLASSIFICATION[code]
-    return Diagnostic(code=code, kind=kind, phase=phase, message=message)
-
-
-def _duplicates(values: Iterable[str]) -> list[str]:
-    return [value for value, count in Counter(values).items() if count > 1]
+from tubeless.pipeline._graph import repeated_values
 
 
 def _valid_concurrency(value: object) -> bool:
@@ -38,38 +31,67 @@ def _list_error(
     if not found:
         return []
     message = f"Pipeline {pipeline_id} requested {noun}: {', '.join(found)}{hint}"
-    return [_planning_error(code, message)]
+    return [coded_diagnostic(code, message)]
 
 
 def _empty_error(code: str, pipeline_id: str, field: str, what: str) -> Diagnostic:
-    return _planning_error(
+    return coded_diagnostic(
         code,
         f"Pipeline {pipeline_id} received an empty {field} list; omit {field} to run every "
         f"step, or pass at least one {what}",
     )
 
 
-def _step_id_errors(pipeline_id: str, step_ids: Sequence[str], known: set[str]) -> list[Diagnostic]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _IdList:
+    """One list of step ids that controls may pass, and the codes of its problems."""
+
+    field: str
+    """The control's name (`step_ids`, `targets`)."""
+    what: str
+    """What one entry is, in the message of an empty list."""
+    noun: str
+    """What the entries are, in the messages of repeated and unknown entries."""
+    empty: str
+    """The code of an empty list."""
+    duplicate: str
+    """The code of a list that repeats an entry."""
+    unknown: str
+    """The code of entries that are not step ids of the pipeline."""
+
+
+_STEP_IDS = _IdList(
+    field="step_ids",
+    what="step id",
+    noun="step ids",
+    empty="TUBELESS_PLANNING_STEP_SELECTION_EMPTY",
+    duplicate="TUBELESS_PLANNING_STEP_SELECTION_DUPLICATE",
+    unknown="TUBELESS_PLANNING_STEP_UNKNOWN",
+)
+_TARGETS = _IdList(
+    field="targets",
+    what="target step id",
+    noun="targets",
+    empty="TUBELESS_PLANNING_TARGET_SELECTION_EMPTY",
+    duplicate="TUBELESS_PLANNING_TARGET_SELECTION_DUPLICATE",
+    unknown="TUBELESS_PLANNING_TARGET_UNKNOWN",
+)
+
+
+def _id_list_errors(
+    ids: _IdList, pipeline_id: str, values: Sequence[str], known: set[str], hints: set[str]
+) -> list[Diagnostic]:
+    """An empty list, repeated entries, and entries that are not steps (with a close `hints`
+    entry suggested)."""
     errors = []
-    if not step_ids:
-        errors.append(
-            _empty_error(
-                "TUBELESS_PLANNING_STEP_SELECTION_EMPTY", pipeline_id, "step_ids", "step id"
-            )
-        )
+    if not values:
+        errors.append(_empty_error(ids.empty, pipeline_id, ids.field, ids.what))
     errors += _list_error(
-        "TUBELESS_PLANNING_STEP_SELECTION_DUPLICATE",
-        pipeline_id,
-        "duplicate step ids",
-        _duplicates(step_ids),
+        ids.duplicate, pipeline_id, f"duplicate {ids.noun}", repeated_values(values)
     )
-    unknown = [value for value in step_ids if value not in known]
+    unknown = [value for value in values if value not in known]
     errors += _list_error(
-        "TUBELESS_PLANNING_STEP_UNKNOWN",
-        pipeline_id,
-        "unknown step ids",
-        unknown,
-        _suggest(unknown, known),
+        ids.unknown, pipeline_id, f"unknown {ids.noun}", unknown, _suggest(unknown, hints)
     )
     return errors
 
@@ -77,27 +99,7 @@ def _step_id_errors(pipeline_id: str, step_ids: Sequence[str], known: set[str]) 
 def _target_errors(
     pipeline_id: str, targets: Sequence[str], known: set[str], declared: set[str]
 ) -> list[Diagnostic]:
-    errors = []
-    if not targets:
-        errors.append(
-            _empty_error(
-                "TUBELESS_PLANNING_TARGET_SELECTION_EMPTY", pipeline_id, "targets", "target step id"
-            )
-        )
-    errors += _list_error(
-        "TUBELESS_PLANNING_TARGET_SELECTION_DUPLICATE",
-        pipeline_id,
-        "duplicate targets",
-        _duplicates(targets),
-    )
-    unknown = [value for value in targets if value not in known]
-    errors += _list_error(
-        "TUBELESS_PLANNING_TARGET_UNKNOWN",
-        pipeline_id,
-        "unknown targets",
-        unknown,
-        _suggest(unknown, declared),
-    )
+    errors = _id_list_errors(_TARGETS, pipeline_id, targets, known, declared)
     undeclared = [value for value in targets if value in known and value not in declared]
     errors += _list_error(
         "TUBELESS_PLANNING_TARGET_UNDECLARED", pipeline_id, "undeclared targets", undeclared
@@ -111,14 +113,14 @@ def _selection_errors(
     errors = []
     if controls.step_ids is not None and controls.targets is not None:
         errors.append(
-            _planning_error(
+            coded_diagnostic(
                 "TUBELESS_PLANNING_SELECTION_CONFLICT",
                 f"Pipeline {pipeline_id} cannot combine exact step_ids filtering with "
                 "dependency-aware targets",
             )
         )
     if controls.step_ids is not None:
-        errors += _step_id_errors(pipeline_id, controls.step_ids, known)
+        errors += _id_list_errors(_STEP_IDS, pipeline_id, controls.step_ids, known, known)
     if controls.targets is not None:
         errors += _target_errors(pipeline_id, controls.targets, known, declared)
     return errors
@@ -131,7 +133,7 @@ def planning_errors(
     errors: list[Diagnostic] = []
     if not _valid_concurrency(controls.max_concurrency):
         errors.append(
-            _planning_error(
+            coded_diagnostic(
                 "TUBELESS_RUN_CONCURRENCY_INVALID",
                 f"Pipeline {pipeline_id} max_concurrency must be a positive integer, got "
                 f"{controls.max_concurrency!r}",

@@ -37,6 +37,36 @@ _EPILOG = (
 )
 
 
+def _add_command(
+    commands: argparse._SubParsersAction[StrictArgumentParser],
+    name: str,
+    *,
+    details: str = "",
+    usage: str | None = None,
+) -> StrictArgumentParser:
+    """Add command `name`: its `COMMAND_HELP` sentence is its help and opens its description."""
+    return commands.add_parser(
+        name, usage=usage, help=COMMAND_HELP[name], description=COMMAND_HELP[name] + details
+    )
+
+
+def _add_action(
+    commands: argparse._SubParsersAction[StrictArgumentParser],
+    name: str,
+    *,
+    dest: str,
+    metavar: str,
+    action: str,
+    help: str,
+    description: str,
+) -> StrictArgumentParser:
+    """Add command `name`, which takes one required action (so far one: `action`)."""
+    actions = _add_command(commands, name).add_subparsers(
+        dest=dest, metavar=metavar, required=True, parser_class=StrictArgumentParser
+    )
+    return actions.add_parser(action, help=help, description=description)
+
+
 def _add_source_options(parser: argparse.ArgumentParser, *, kind: str) -> None:
     parser.add_argument(
         "-e",
@@ -59,9 +89,7 @@ def _add_source_options(parser: argparse.ArgumentParser, *, kind: str) -> None:
 
 
 def _add_list(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "list", help=COMMAND_HELP["list"], description=COMMAND_HELP["list"]
-    )
+    parser = _add_command(commands, "list")
     parser.add_argument(
         "-p",
         "--project",
@@ -74,9 +102,7 @@ def _add_list(commands: argparse._SubParsersAction[StrictArgumentParser]) -> Non
 
 
 def _add_inspect(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "inspect", help=COMMAND_HELP["inspect"], description=COMMAND_HELP["inspect"]
-    )
+    parser = _add_command(commands, "inspect")
     _add_source_options(parser, kind="pipeline or pipeline command")
     parser.add_argument(
         "--json", action="store_true", help="Print the identity and the plan as JSON."
@@ -84,11 +110,7 @@ def _add_inspect(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
 
 
 def _add_plan(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "plan",
-        help=COMMAND_HELP["plan"],
-        description=COMMAND_HELP["plan"] + " Domain options are never needed.",
-    )
+    parser = _add_command(commands, "plan", details=" Domain options are never needed.")
     _add_source_options(parser, kind="pipeline or pipeline command")
     parser.add_argument(
         "-t",
@@ -114,9 +136,7 @@ def _add_plan(commands: argparse._SubParsersAction[StrictArgumentParser]) -> Non
 
 
 def _add_graph(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "graph", help=COMMAND_HELP["graph"], description=COMMAND_HELP["graph"]
-    )
+    parser = _add_command(commands, "graph")
     _add_source_options(parser, kind="pipeline or pipeline command")
     parser.add_argument(
         "-d",
@@ -135,12 +155,12 @@ def _add_graph(commands: argparse._SubParsersAction[StrictArgumentParser]) -> No
 
 
 def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = _add_command(
+        commands,
         "run",
         usage="%(prog)s [-h] [-e NAME] [-p PATH] [--trace PATH] [--store PATH|URL] [--traceback] "
         "[--approve CALL_ID] [--reject CALL_ID=MESSAGE] FILE|ID [-- APP-ARG ...]",
-        help=COMMAND_HELP["run"],
-        description=COMMAND_HELP["run"] + " Application flags belong after --; use "
+        details=" Application flags belong after --; use "
         "'tubeless run FILE -- --help' for the command's own help. A durable agent (one "
         "defined with durability=) resumes where it stopped when run again with the same "
         "execution key: its completed calls are not repeated, and a call that was running "
@@ -194,10 +214,10 @@ def _add_run(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None
 
 
 def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = _add_command(
+        commands,
         "history",
-        help=COMMAND_HELP["history"],
-        description=COMMAND_HELP["history"] + " The store is only read, never created. An "
+        details=" The store is only read, never created. An "
         "agent run's detail ends with its agent tree; the calls of a resumed durable agent "
         "are marked reused (its saved outcome) or interrupted.",
     )
@@ -233,10 +253,10 @@ def _add_history(commands: argparse._SubParsersAction[StrictArgumentParser]) -> 
 
 
 def _add_approvals(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = _add_command(
+        commands,
         "approvals",
-        help=COMMAND_HELP["approvals"],
-        description=COMMAND_HELP["approvals"] + " The store is the agent's checkpoint store "
+        details=" The store is the agent's checkpoint store "
         "(its Durability store: a SqliteCheckpointStore file, or a PostgresCheckpointStore "
         "database named by its postgresql:// URL), not a trace store; it is only "
         "read, never created. Each line shows the execution key, the call id, the tool, the "
@@ -282,14 +302,12 @@ _OTEL_DESCRIPTION = (
 
 
 def _add_export(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
-        "export", help=COMMAND_HELP["export"], description=COMMAND_HELP["export"]
-    )
-    formats = parser.add_subparsers(
-        dest="format", metavar="FORMAT", required=True, parser_class=StrictArgumentParser
-    )
-    otel = formats.add_parser(
-        "otel",
+    otel = _add_action(
+        commands,
+        "export",
+        dest="format",
+        metavar="FORMAT",
+        action="otel",
         help="Replay recorded runs as OpenTelemetry spans to an OTLP/HTTP endpoint.",
         description=_OTEL_DESCRIPTION,
     )
@@ -328,12 +346,12 @@ _LOCK_DESCRIPTION = (
 
 
 def _add_mcp(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser("mcp", help=COMMAND_HELP["mcp"], description=COMMAND_HELP["mcp"])
-    actions = parser.add_subparsers(
-        dest="mcp_command", metavar="ACTION", required=True, parser_class=StrictArgumentParser
-    )
-    lock = actions.add_parser(
-        "lock",
+    lock = _add_action(
+        commands,
+        "mcp",
+        dest="mcp_command",
+        metavar="ACTION",
+        action="lock",
         help="Print an MCP server's tool definitions as a lock document.",
         description=_LOCK_DESCRIPTION,
     )
@@ -382,10 +400,10 @@ def get_parser() -> StrictArgumentParser:
 
 
 def _add_batch(commands: argparse._SubParsersAction[StrictArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = _add_command(
+        commands,
         "batch",
-        help=COMMAND_HELP["batch"],
-        description=COMMAND_HELP["batch"] + " Each input line is a JSON object, the options "
+        details=" Each input line is a JSON object, the options "
         "of one run; its index is its 0-based line number. A result line (index, status, "
         "and the value or the error's code and message) is appended to the output as each "
         "run ends; running the same command again skips the indices the output holds, and "
