@@ -4,7 +4,7 @@ Waking a thread costs more than a quick item (a validated tool call takes micros
 handing work to a sleeping thread disturbs the caller for tens of them), so a batch starts
 on the calling thread alone. Helper threads join a batch only once an item keeps it busy:
 a watcher thread looks at the running batches every `HANDOFF_SECONDS`, and a batch whose
-threads started no item since the last look gets a helper, which takes the next item and,
+current item has run for a tick gets a helper, which takes the next item and,
 while items remain, asks for one more. Slow items (a tool waiting on the network) so all
 start within two ticks of each other; quick ones never wake a thread. A pool whose last
 batch needed helpers starts the next one with a helper at once, as slow tools tend to
@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -144,7 +145,7 @@ class LazyPool:
             try:
                 batch.run()
             finally:
-                self._eager = batch.helped
+                self._eager = batch.slow()
             return
         start = None
         with self._lock:
@@ -168,7 +169,7 @@ class LazyPool:
         finally:
             with self._lock:
                 del self._batches[batch]
-                self._eager = batch.helped
+                self._eager = batch.slow()
 
     def close(self) -> None:
         """Stop the watcher and wait for every thread of the pool to end.
@@ -214,7 +215,6 @@ class LazyPool:
         executor.submit(helper)
 
     def _watch(self) -> None:
-        seen: dict[_Batch, int] = {}  # items each watched batch had started at the last look
         idle = 0
         while True:
             with self._lock:
@@ -229,12 +229,15 @@ class LazyPool:
             if self._stop.wait(HANDOFF_SECONDS):
                 return
             with self._lock:
-                looks = {batch: batch.started for batch in self._batches if batch.watched}
+                watched = [batch for batch in self._batches if batch.watched]
                 idle = 0 if self._batches else idle + 1
-            for batch, started in looks.items():
-                if seen.get(batch) == started:  # nothing started for a whole tick: slow
+            # By the clock, not by comparing two looks: with hundreds of threads waiting
+            # for the interpreter, a tick can come tens of milliseconds late, and a batch
+            # of 20 ms items then starts one between any two looks, never getting help.
+            now = time.monotonic()
+            for batch in watched:
+                if now - batch.since >= HANDOFF_SECONDS:  # its item runs a whole tick: slow
                     batch.held_up()
-            seen = looks
 
     def _resting(self, idle: int) -> bool:
         """Whether the watcher has nothing to do (the lock is held).
@@ -277,10 +280,19 @@ class _Batch:
         self._arriving = 0  # helpers started that have not asked for an item yet
         self._busy = 0  # helpers that took an item and have not finished
         self._error: BaseException | None = None
-        self.started = 0
-        """Items started so far (the watcher compares it between ticks)."""
+        self._count = count
+        self._began = time.monotonic()
+        self.since = self._began
+        """When the last item started (the watcher helps a batch whose item runs a tick)."""
         self.helped = False
         """Whether a helper took an item."""
+
+    def slow(self) -> bool:
+        """Whether the batch (done) proved slow: a helper took an item, or its items took a
+        tick each on average. The second holds when hundreds of runs keep the watcher from
+        its ticks (it waits its turn for the interpreter like every thread): without it a
+        batch nobody helped would make the next one wait for the watcher again."""
+        return self.helped or time.monotonic() - self._began >= HANDOFF_SECONDS * self._count
 
     @property
     def watched(self) -> bool:
@@ -343,7 +355,7 @@ class _Batch:
                             busy = False
                             self._leave()
                         return
-                    self.started += 1
+                    self.since = time.monotonic()
                     self._left -= 1
                     more = helper and self._helping(busy)
                     busy = helper
