@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -105,32 +104,17 @@ def test_after_a_batch_helpers_ran_the_next_asks_for_one_at_once(
         pool.close()
 
 
-def test_a_slow_batch_nobody_helped_makes_the_next_ask_at_once(
+def test_a_batch_after_a_helped_one_submits_every_helper_before_its_first_item(
     thread_baseline: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Items that took a tick each make the next batch ask for a helper at once, even with
-    no helper in the batch (as when hundreds of runs keep the watcher from its ticks)."""
-    pool = LazyPool(1, name="probe")
-    try:
-        # Concurrency 1: no helper may join this batch, however slow its items.
-        pool.run(2, 1, lambda index: time.sleep(3 * _pool.HANDOFF_SECONDS), lambda: True)
-        monkeypatch.setattr(_pool, "HANDOFF_SECONDS", WAIT)  # the watcher helps no batch now
-        second = threading.Barrier(2, timeout=WAIT)
-        run_lazily(2, 2, lambda index: second.wait() and None, lambda: True, pool=pool)
-    finally:
-        pool.close()
-
-
-def test_a_batch_after_a_slow_one_submits_every_helper_before_its_first_item(
-    thread_baseline: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After a slow batch, the next submits all the helpers it may use at once, not each
+    """After a helped batch, the next submits all the helpers it may use at once, not each
     helper the next one (a chain of thread wake-ups, each waiting its turn)."""
     pool = LazyPool(3, name="probe")
     submit = pool.submit
     held: list[Callable[[], None]] = []
     try:
-        pool.run(2, 1, lambda index: time.sleep(3 * _pool.HANDOFF_SECONDS), lambda: True)
+        first = threading.Barrier(2, timeout=WAIT)
+        run_lazily(2, 2, lambda index: first.wait() and None, lambda: True, pool=pool)
         monkeypatch.setattr(_pool, "HANDOFF_SECONDS", WAIT)  # the watcher helps no batch now
         pool.submit = held.append  # type: ignore[method-assign]
         seen: list[int] = []

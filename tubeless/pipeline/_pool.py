@@ -4,12 +4,11 @@ Waking a thread costs more than a quick item (a validated tool call takes micros
 handing work to a sleeping thread disturbs the caller for tens of them), so a batch starts
 on the calling thread alone. Helper threads join a batch only once an item keeps it busy:
 a watcher thread looks at the running batches every `HANDOFF_SECONDS`, and a batch whose
-current item has run for a tick gets a helper, which takes the next item and, while items
-remain, asks for one more. Slow items (a tool waiting on the network) so all start within
-a few ticks of each other; quick ones never wake a thread. A pool whose last batch was slow
-(helped, or its items took a tick each) starts the next one with all its helpers at once,
-as slow tools tend to stay slow; one whose helpers then find nothing to take goes back to
-waiting for a tick.
+threads started no item since the last look gets a helper, which takes the next item and,
+while items remain, asks for one more. Slow items (a tool waiting on the network) so all
+start within two ticks of each other; quick ones never wake a thread. A pool whose last
+batch needed helpers starts the next one with all its helpers at once, as slow tools tend
+to stay slow; one whose helpers then find nothing to take goes back to waiting for a tick.
 
 A pool made on an application's `ThreadPoolExecutor` (`LazyPool.on(executor)`, one per
 executor) starts no thread of its own: its helpers and its watcher are tasks there, the
@@ -23,7 +22,6 @@ import concurrent.futures
 import contextlib
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable
 
@@ -136,7 +134,7 @@ class LazyPool:
         """
         batch = _Batch(count, min(concurrency - 1, self._workers), work, keep_going, self)
         if self._eager:
-            # The last batch was slow: this one starts its helpers now, so it needs no
+            # The last batch was helped: this one starts its helpers now, so it needs no
             # watcher, nor the pool's lock (hundreds of runs share one pool: each hold is a
             # wait for some of them). `_eager` is a hint; a stale read costs a tick or a
             # helper that finds no item.
@@ -146,7 +144,7 @@ class LazyPool:
             try:
                 batch.run()
             finally:
-                self._eager = batch.slow()
+                self._eager = batch.helped
             return
         start = None
         with self._lock:
@@ -170,7 +168,7 @@ class LazyPool:
         finally:
             with self._lock:
                 del self._batches[batch]
-                self._eager = batch.slow()
+                self._eager = batch.helped
 
     def close(self) -> None:
         """Stop the watcher and wait for every thread of the pool to end.
@@ -216,6 +214,7 @@ class LazyPool:
         executor.submit(helper)
 
     def _watch(self) -> None:
+        seen: dict[_Batch, int] = {}  # items each watched batch had started at the last look
         idle = 0
         while True:
             with self._lock:
@@ -230,15 +229,12 @@ class LazyPool:
             if self._stop.wait(HANDOFF_SECONDS):
                 return
             with self._lock:
-                watched = [batch for batch in self._batches if batch.watched]
+                looks = {batch: batch.started for batch in self._batches if batch.watched}
                 idle = 0 if self._batches else idle + 1
-            # By the clock, not by comparing two looks: with hundreds of threads waiting
-            # for the interpreter, a tick can come tens of milliseconds late, and a batch
-            # of 20 ms items then starts one between any two looks, never getting help.
-            now = time.monotonic()
-            for batch in watched:
-                if now - batch.since >= HANDOFF_SECONDS:  # its item runs a whole tick: slow
+            for batch, started in looks.items():
+                if seen.get(batch) == started:  # nothing started for a whole tick: slow
                     batch.held_up()
+            seen = looks
 
     def _resting(self, idle: int) -> bool:
         """Whether the watcher has nothing to do (the lock is held).
@@ -281,19 +277,10 @@ class _Batch:
         self._arriving = 0  # helpers started that have not asked for an item yet
         self._busy = 0  # helpers that took an item and have not finished
         self._error: BaseException | None = None
-        self._count = count
-        self._began = time.monotonic()
-        self.since = self._began
-        """When the last item started (the watcher helps a batch whose item runs a tick)."""
+        self.started = 0
+        """Items started so far (the watcher compares it between ticks)."""
         self.helped = False
         """Whether a helper took an item."""
-
-    def slow(self) -> bool:
-        """Whether the batch (done) proved slow: a helper took an item, or its items took a
-        tick each on average. The second holds when hundreds of runs keep the watcher from
-        its ticks (it waits its turn for the interpreter like every thread): without it a
-        batch nobody helped would make the next one wait for the watcher again."""
-        return self.helped or time.monotonic() - self._began >= HANDOFF_SECONDS * self._count
 
     @property
     def watched(self) -> bool:
@@ -327,8 +314,7 @@ class _Batch:
 
         All at once rather than each helper asking for the next: with hundreds of threads
         waiting for the interpreter, each link of such a chain waits its turn, and the
-        caller ran the items the late helpers would have taken (S=500: 6.0x -> 4.7x the
-        ideal wall, 188 -> 168 us CPU per call).
+        caller runs the items the late helpers would have taken.
         """
         count = max(0, min(self._spare, self._left - 1))
         self._spare -= count
@@ -371,7 +357,7 @@ class _Batch:
                             busy = False
                             self._leave()
                         return
-                    self.since = time.monotonic()
+                    self.started += 1
                     self._left -= 1
                     more = helper and self._helping(busy)
                     busy = helper
