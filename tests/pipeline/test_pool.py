@@ -104,6 +104,28 @@ def test_after_a_batch_helpers_ran_the_next_asks_for_one_at_once(
         pool.close()
 
 
+def test_a_batch_after_a_helped_one_submits_every_helper_before_its_first_item(
+    thread_baseline: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a helped batch, the next submits all the helpers it may use at once, not each
+    helper the next one (a chain of thread wake-ups, each waiting its turn)."""
+    pool = LazyPool(3, name="probe")
+    submit = pool.submit
+    held: list[Callable[[], None]] = []
+    try:
+        first = threading.Barrier(2, timeout=WAIT)
+        run_lazily(2, 2, lambda index: first.wait() and None, lambda: True, pool=pool)
+        monkeypatch.setattr(_pool, "HANDOFF_SECONDS", WAIT)  # the watcher helps no batch now
+        pool.submit = held.append  # type: ignore[method-assign]
+        seen: list[int] = []
+        run_lazily(4, 4, lambda index: seen.append(len(held)), lambda: True, pool=pool)
+        assert seen == [3, 3, 3, 3]  # held back, the helpers left every item to the caller
+    finally:
+        for helper in held:  # they arrive late, find no item and end
+            submit(helper)
+        pool.close()
+
+
 def test_quick_items_do_not_wait_for_a_helper_to_wake(thread_baseline: int) -> None:
     """When the caller finishes every item itself, a helper still on its way is not awaited."""
     pool = LazyPool(1, name="probe")

@@ -7,8 +7,8 @@ a watcher thread looks at the running batches every `HANDOFF_SECONDS`, and a bat
 threads started no item since the last look gets a helper, which takes the next item and,
 while items remain, asks for one more. Slow items (a tool waiting on the network) so all
 start within two ticks of each other; quick ones never wake a thread. A pool whose last
-batch needed helpers starts the next one with a helper at once, as slow tools tend to
-stay slow; one whose helpers then find nothing to take goes back to waiting for a tick.
+batch needed helpers starts the next one with all its helpers at once, as slow tools tend
+to stay slow; one whose helpers then find nothing to take goes back to waiting for a tick.
 
 A pool made on an application's `ThreadPoolExecutor` (`LazyPool.on(executor)`, one per
 executor) starts no thread of its own: its helpers and its watcher are tasks there, the
@@ -133,29 +133,36 @@ class LazyPool:
             RuntimeError: when the pool is closed.
         """
         batch = _Batch(count, min(concurrency - 1, self._workers), work, keep_going, self)
+        if self._eager:
+            # The last batch was helped: this one starts its helpers now, so it needs no
+            # watcher, nor the pool's lock (hundreds of runs share one pool: each hold is a
+            # wait for some of them). `_eager` is a hint; a stale read costs a tick or a
+            # helper that finds no item.
+            if self._stop.is_set():
+                raise RuntimeError("LazyPool is closed")
+            batch.start_helpers()
+            try:
+                batch.run()
+            finally:
+                self._eager = batch.helped
+            return
         start = None
         with self._lock:
             if self._stop.is_set():
                 raise RuntimeError("LazyPool is closed")
             self._batches[batch] = None
-            # An eager batch asks for a helper now, and each helper that takes an item asks
-            # for the next: such a batch needs no watcher (nor wakes one).
-            eager = self._eager
             if self._borrowed:
-                if not (eager or self._watching):
+                if not self._watching:
                     self._watching = True
                     self._start_watching()
-            elif not eager:
-                if self._watcher is None:
-                    start = self._watcher = threading.Thread(
-                        target=self._watch, name=f"{self._name}-watcher", daemon=True
-                    )
-                elif self._sleeping:
-                    self._wake.notify()
+            elif self._watcher is None:
+                start = self._watcher = threading.Thread(
+                    target=self._watch, name=f"{self._name}-watcher", daemon=True
+                )
+            elif self._sleeping:
+                self._wake.notify()
         if start is not None:
             start.start()
-        if eager:
-            batch.held_up()
         try:
             batch.run()
         finally:
@@ -301,16 +308,38 @@ class _Batch:
         if self._error is not None:
             raise self._error
 
+    def start_helpers(self) -> None:
+        """Before any item starts (no other thread knows the batch yet: no lock), submit
+        every helper the batch may use, as slow items are expected.
+
+        All at once rather than each helper asking for the next: with hundreds of threads
+        waiting for the interpreter, each link of such a chain waits its turn, and the
+        caller runs the items the late helpers would have taken.
+        """
+        count = max(0, min(self._spare, self._left - 1))
+        self._spare -= count
+        self._arriving += count
+        for _ in range(count):
+            self._pool.submit(self._help)
+
     def held_up(self) -> None:
         """Start a helper, unless none may start or one is on its way (from the watcher)."""
         with self._lock:
-            self._ask_for_helper()
+            claimed = self._claim_helper()
+        if claimed:
+            self._pool.submit(self._help)
 
-    def _ask_for_helper(self) -> None:
+    def _claim_helper(self) -> bool:
+        """Count a helper as on its way, if one may start and none is (the lock is held).
+
+        The caller submits it after releasing the lock: a submit can start a thread, and
+        the batch's other threads would wait for that.
+        """
         if self._left and self._spare and not self._arriving:
             self._spare -= 1
             self._arriving += 1
-            self._pool.submit(self._help)
+            return True
+        return False
 
     def _help(self) -> None:
         self._loop(helper=True)
@@ -330,13 +359,10 @@ class _Batch:
                         return
                     self.started += 1
                     self._left -= 1
-                    if helper:
-                        if not busy:
-                            busy = True
-                            self._busy += 1
-                            self.helped = True
-                        # The batch proved slow: the next item gets a thread of its own.
-                        self._ask_for_helper()
+                    more = helper and self._helping(busy)
+                    busy = helper
+                if more:
+                    self._pool.submit(self._help)
                 self._work(index)
         except BaseException as error:
             if not helper:
@@ -346,6 +372,14 @@ class _Batch:
             if busy:
                 with self._lock:
                     self._leave()
+
+    def _helping(self, busy: bool) -> bool:
+        """A helper took an item (the lock is held): it is busy from its first, and as the
+        batch proved slow, the next item gets a thread of its own; whether to submit one."""
+        if not busy:
+            self._busy += 1
+            self.helped = True
+        return self._claim_helper()
 
     def _leave(self) -> None:
         """A helper that took items is done (the lock is held): the last one wakes the
