@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tubeless._frozen import FrozenDict
-from tubeless.agent._deadline import deadline_error
+from tubeless.agent._deadline import deadline_error, seconds_left
 from tubeless.agent._journal import ExecutionIds
 from tubeless.agent._usage_ledger import UsageLedger, UsageReservation, check_amounts
 from tubeless.errors import AgentError
@@ -118,8 +117,7 @@ class ToolContext(_StepServices):
 
     def time_left(self) -> float | None:
         """Seconds until `deadline` (0 once it has passed), or `None` without one."""
-        deadline = self.deadline
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
+        return seconds_left(self.deadline)
 
     def sleep(self, seconds: float) -> None:
         """Sleep, but not past the deadline.

@@ -140,6 +140,11 @@ def timed_out_outcome(call_id: str, tool: str, timeout: float | None) -> FrozenD
     )
 
 
+def seconds_left(deadline: float | None) -> float | None:
+    """Seconds until a `time.monotonic()` deadline (0 once it has passed), or `None`."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 def deadline_error() -> ToolError:
     """What `context.sleep` raises when the call's deadline comes before the sleep ends."""
     return ToolError(TIMED_OUT_CODE, f"The call's deadline passed; {TIMED_OUT_MESSAGE}")

@@ -32,7 +32,7 @@ from typing import Any
 
 from tubeless._frozen import FrozenDict
 from tubeless._quote import quote
-from tubeless.agent._deadline import deadline_error
+from tubeless.agent._deadline import deadline_error, seconds_left
 from tubeless.errors import AgentDefinitionError, AgentError, RunCancelledError, ToolError
 from tubeless.pipeline import StepContext
 from tubeless.pipeline.lowlevel import cancellation_message, raise_if_cancelled
@@ -186,8 +186,7 @@ class RemoteToolContext:
 
     def time_left(self) -> float | None:
         """Seconds until `deadline` (0 once it has passed), or `None` without one."""
-        deadline = self.deadline
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
+        return seconds_left(self.deadline)
 
     def sleep(self, seconds: float) -> None:
         """Sleep, but not past the deadline.
