@@ -152,11 +152,20 @@ class _Run:
         self._errors: list[Diagnostic] = []
         self._exceptions: list[BaseException | None] = []
 
-    def _emit(self, name: str, **fields: Any) -> None:
+    def _emit(
+        self, name: str, *, at: int | None = None, duration_ms: int | None = None, error: Any = None
+    ) -> None:
         """Emit a finalize record: its payload is always empty, the rest the library's."""
         observer = self._scope.observer
         if observer is not None:
-            observer.emit(name, EMPTY_PAYLOAD, payload_checked="error" not in fields, **fields)
+            observer.emit(
+                name,
+                EMPTY_PAYLOAD,
+                payload_checked=error is None,
+                at=at,
+                duration_ms=duration_ms,
+                error=error,
+            )
 
     def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
         self._errors.append(error)
@@ -267,7 +276,9 @@ class _Run:
         )
         valid = True
         for step, payload in zip(steps, payloads, strict=True):
-            valid &= observer.emit("step.planned", payload, payload_checked=checked, stepId=step.id)
+            valid &= observer.emit(
+                "step.planned", payload, payload_checked=checked, step_id=step.id
+            )
         if valid:
             self._plan_payload_checked("planned")
 
@@ -341,13 +352,13 @@ class _Run:
                 self._emit(
                     "pipeline.finalize.failed",
                     at=ended,
-                    durationMs=ended - started,
+                    duration_ms=ended - started,
                     error=trace_error(record),
                 )
             return False, None
         if observed:
             ended = self._scope.services.now()
-            self._emit("pipeline.finalize.completed", at=ended, durationMs=ended - started)
+            self._emit("pipeline.finalize.completed", at=ended, duration_ms=ended - started)
         return True, value
 
     def _complete(
@@ -385,11 +396,11 @@ class _Run:
         self, observer: RunObserver, errors: tuple[Diagnostic, ...], done: bool, finished: int
     ) -> None:
         """`pipeline.completed` of the run that ended at `finished` with `errors`."""
-        fields: dict[str, Any] = {"durationMs": finished - self._started}
         dry_run = self._controls.dry_run
         payload: dict[str, Any]
+        error = None
         if errors:
-            fields["error"] = trace_error(errors[0])
+            error = trace_error(errors[0])
             payload = _completed_payload(errors, dry_run, done, len(self._plan.steps))
         else:
             # Every clean run of this plan sends it alike: built (and encoded) once.
@@ -399,7 +410,12 @@ class _Run:
             )
         # The payload is the library's own; an error takes the full check.
         observer.emit(
-            "pipeline.completed", payload, payload_checked=not errors, at=finished, **fields
+            "pipeline.completed",
+            payload,
+            payload_checked=not errors,
+            at=finished,
+            duration_ms=finished - self._started,
+            error=error,
         )
 
 

@@ -7,6 +7,7 @@ executor holds no `RunObserver` and builds no record at all.
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,8 +28,6 @@ from tubeless.trace.lowlevel import (
 
 Record = dict[str, Any]
 
-_LEAN_IDS = frozenset({"stepId", "attemptId"})
-"""Id fields a record with a checked payload may carry and still skip the schema."""
 _SAFE = 2**53
 
 _HOOK_BY_RECORD = {
@@ -335,56 +334,64 @@ class RunObserver:
         *,
         payload_checked: bool = False,
         at: Any = None,
-        **fields: Any,
+        step_id: Any = None,
+        attempt_id: Any = None,
+        duration_ms: Any = None,
+        error: Any = None,
     ) -> bool:
         """Build, check and deliver one record named `name`; return whether it was valid.
 
         `at` is its `timestampMs` when the caller just read the run clock for the moment
         the record marks (an attempt's start, a report's end); otherwise the clock is read.
+        `step_id`, `attempt_id`, `duration_ms` and `error` are the record's `stepId`,
+        `attemptId`, `durationMs` and `error`, in that order, each left out when `None`.
 
         `payload_checked` skips the payload's own schema for a payload known to be valid
         (built by the library from checked parts, or by a function enforcing the schema's
         rules for it). Such a record skips the schema altogether when its other fields are
         ones the library shaped holding plain values: `stepId` and `attemptId` non-empty
-        strings, `timestampMs` and `durationMs` integers such as a clock gives. Anything
-        else (a user clock's float, an error object) takes the full check.
+        strings, `timestampMs` and `durationMs` integers such as a clock gives, no error.
+        Anything else (a user clock's float, an error object) takes the full check.
         """
         # The wall clock is read inline, without `default_now`'s call: once per record.
-        if at is not None:
-            now = at
-        elif self._wall_clock:
-            now = _time_ns() // 1_000_000
-        else:
-            now = self._now()
+        now = at
+        if now is None:
+            now = _time_ns() // 1_000_000 if self._wall_clock else self._now()
         record = self._head.record(name)
         record["timestampMs"] = now
         lean = payload_checked and self._base_valid and type(now) is int and -_SAFE < now < _SAFE
-        if fields:
-            record.update(fields)
-            # `_lean_fields`, inline: non-empty string ids and a plain `durationMs` only.
-            for key, value in fields.items():
-                if key in _LEAN_IDS:
-                    if type(value) is not str or not value:
-                        lean = False
-                elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
-                    lean = False
+        # The lean checks, inline: non-empty string ids and a plain `durationMs` only.
+        if step_id is not None:
+            record["stepId"] = step_id
+            if type(step_id) is not str or not step_id:
+                lean = False
+        if attempt_id is not None:
+            record["attemptId"] = attempt_id
+            if type(attempt_id) is not str or not attempt_id:
+                lean = False
+        if duration_ms is not None:
+            record["durationMs"] = duration_ms
+            if type(duration_ms) is not int or not -_SAFE < duration_ms < _SAFE:
+                lean = False
+        if error is not None:
+            record["error"] = error
+            lean = False
         record["payload"] = payload
         if lean:
             self._channel.deliver(self, record)
             return True
-        return self._checked_emit(record, now, payload_checked, fields)
+        return self._checked_emit(record, now, payload_checked)
 
-    def _checked_emit(
-        self, record: TraceRecord, now: Any, payload_checked: bool, fields: dict[str, Any]
-    ) -> bool:
+    def _checked_emit(self, record: TraceRecord, now: Any, payload_checked: bool) -> bool:
         """`emit` for a record that takes the schema: check, then deliver or drop it."""
-        own = {"timestampMs": now, **fields, "payload": record["payload"]}
+        # The record's own fields: everything after the head's.
+        own = dict(itertools.islice(record.items(), len(self._head.fields), None))
         try:
             if self._base_valid:
                 check_own_fields(record, own, payload_checked=payload_checked)
             else:
                 check_record(record, payload_checked=payload_checked)
-            if not (_plain(now) and _plain(fields.get("durationMs", 0))):
+            if not (_plain(now) and _plain(own.get("durationMs", 0))):
                 # A clock's odd reading (an int too long to write, say) must still encode.
                 problem = record_size_problem(record)
                 if problem is not None:
