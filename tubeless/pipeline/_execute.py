@@ -247,7 +247,7 @@ class _Run:
             return self._complete((True, outcome.output), (finished,), finished.finished_at_ms)
         else:
             outputs[step.id] = outcome.output
-        finalized = self._finalize(outputs)
+        finalized = self._finalize(outputs, step.id if as_is else None)
         if finished is None:
             # Observed, for a value: the step's record is sent, its report made only if needed.
             assert observer is not None
@@ -326,7 +326,13 @@ class _Run:
             return False
         return True
 
-    def _finalize(self, outputs: dict[str, Any]) -> tuple[bool, Any]:
+    def _finalize(self, outputs: dict[str, Any], as_is: str | None = None) -> tuple[bool, Any]:
+        """Finalize the run's `outputs` into its result, with the finalization records.
+
+        `as_is` names the step whose output is the result as it is (`finalize=step`, no
+        result schema): when that output was published, the finalizer would hand it back,
+        so it is taken without calling it.
+        """
         if self._errors and not self._controls.continue_on_error:
             return False, None
         observed = self._scope.observer is not None
@@ -336,14 +342,10 @@ class _Run:
         started = self._scope.services.now() if observed else 0
         try:
             raise_if_cancelled(self._scope.services.signal)
-            context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
-            value = self._pipeline.finalize_outputs(dict(outputs), context)
-            if self._pipeline.result_schema is not None:
-                value = validate_boundary(
-                    self._pipeline.result_schema,
-                    value,
-                    f"Pipeline {self._pipeline.id} final result",
-                )
+            if as_is is not None and as_is in outputs:
+                value = outputs[as_is]
+            else:
+                value = self._finalize_outputs(outputs)
         except Exception as error:
             record = finalization_error(error, self._scope.services.signal)
             self._fail(record, error)
@@ -360,6 +362,18 @@ class _Run:
             ended = self._scope.services.now()
             self._emit("pipeline.finalize.completed", at=ended, duration_ms=ended - started)
         return True, value
+
+    def _finalize_outputs(self, outputs: dict[str, Any]) -> Any:
+        """The pipeline's finalizer on `outputs`, then its result schema if it has one."""
+        context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
+        value = self._pipeline.finalize_outputs(dict(outputs), context)
+        if self._pipeline.result_schema is not None:
+            value = validate_boundary(
+                self._pipeline.result_schema,
+                value,
+                f"Pipeline {self._pipeline.id} final result",
+            )
+        return value
 
     def _complete(
         self,
