@@ -308,9 +308,11 @@ class RunObserver:
         # Every record's hooks, when no hook set names a specific one (child-run trackers
         # take every record); `None` looks them up by record kind.
         self._targets: tuple[Target, ...] | None = ()
-        if any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
+        if not self._hooks:
+            pass  # most child runs (tool calls): no hook at all
+        elif any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
             self._targets = None
-        elif self._hooks:
+        else:
             self._targets = tuple(
                 (index, "on_record", hook_set["on_record"])
                 for index, hook_set in enumerate(self._hooks)
