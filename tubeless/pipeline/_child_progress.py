@@ -310,6 +310,8 @@ class IterationProgress:
         self._status = "pending"
         self._settled: list[list[Row]] = []
         """Each settled group's rows: its own row, then its setback rows; oldest first."""
+        self._settled_rows = 0
+        """How many rows `_settled` holds in all."""
         self._dropped = 0
 
     def track(self, index: int, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
@@ -327,8 +329,9 @@ class IterationProgress:
         # A settled group never changes: its rows are checked once, not in every snapshot.
         group = [checked_row(self._group_row()), *self._setback_rows()]
         self._settled.append(group)
+        self._settled_rows += len(group)
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
-            self._settled.pop(0)
+            self._settled_rows -= len(self._settled.pop(0))
             self._dropped += 1
         self._tracker = None
 
@@ -368,12 +371,14 @@ class IterationProgress:
             current.insert(0, self._group_row())
         # The running group comes last, so it must fit: older groups give way to it.
         room = TRACE_LIST_LIMIT - len(current) - 1
-        shown = 0
-        for group in reversed(self._settled):
-            if len(group) > room:
-                break
-            room -= len(group)
-            shown += 1
+        shown = len(self._settled)
+        if self._settled_rows > room:
+            shown = 0
+            for group in reversed(self._settled):
+                if len(group) > room:
+                    break
+                room -= len(group)
+                shown += 1
         hidden = self._dropped + len(self._settled) - shown
         if hidden:
             rows.append({"id": "earlier-iterations", "name": f"{hidden} earlier {self._unit}s"})
