@@ -257,35 +257,33 @@ class _Run:
             finished = completed_report(step, outcome)
         return self._complete(finalized, (finished,))
 
-    def _plan_payload(self, key: str, build: Callable[[], Any]) -> tuple[Any, bool]:
-        """A payload every run of this plan sends alike, built once; and whether it passed."""
+    def _plan_payload(self, key: str, build: Callable[[], Any]) -> PlanPayload:
+        """A payload every run of this plan sends alike, built once (see `PlanPayload`)."""
         memo = self._plan.memo
-        payload = memo.get(key)
-        if payload is None:
-            payload = memo.setdefault(key, build())
-        return payload, memo.get(f"{key} checked", False)
-
-    def _plan_payload_checked(self, key: str) -> None:
-        self._plan.memo[f"{key} checked"] = True
+        entry: PlanPayload | None = memo.get(key)
+        if entry is None:
+            entry = memo.setdefault(key, PlanPayload(build()))
+        return entry
 
     def _emit_planned(self, observer: RunObserver) -> None:
         """One `step.planned` per plan step; payloads are built and checked once per plan."""
         steps = self._plan.steps
-        payloads, checked = self._plan_payload(
+        planned = self._plan_payload(
             "planned", lambda: [SharedPayload(_planned_payload(step)) for step in steps]
         )
+        checked = planned.checked
         valid = True
-        for step, payload in zip(steps, payloads, strict=True):
+        for step, payload in zip(steps, planned.payload, strict=True):
             valid &= observer.emit(
                 "step.planned", payload, payload_checked=checked, step_id=step.id
             )
-        if valid:
-            self._plan_payload_checked("planned")
+        if valid and not checked:
+            planned.checked = True
 
     def _emit_started(self, observer: RunObserver) -> None:
         """`pipeline.started`; its payload (less any snapshot) is built and checked once a plan."""
         pipeline, plan = self._pipeline, self._plan
-        payload, checked = self._plan_payload(
+        started = self._plan_payload(
             "started",
             lambda: SharedPayload(
                 dryRun=plan.dry_run,
@@ -299,10 +297,18 @@ class _Run:
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
             snapshot = pipeline.definition.to_dict()
-            snapshotted = {**payload, "definitionSnapshot": snapshot}
+            snapshotted = {**started.payload, "definitionSnapshot": snapshot}
             observer.emit("pipeline.started", snapshotted, at=self._started)
-        elif observer.emit("pipeline.started", payload, payload_checked=checked, at=self._started):
-            self._plan_payload_checked("started")
+        elif (
+            observer.emit(
+                "pipeline.started",
+                started.payload,
+                payload_checked=started.checked,
+                at=self._started,
+            )
+            and not started.checked
+        ):
+            started.checked = True
 
     def _validate_options(self, options: Any) -> bool:
         """Validate `options` by the pipeline's options schema (it has one) for the run."""
@@ -418,10 +424,10 @@ class _Run:
             payload = _completed_payload(errors, dry_run, done, len(self._plan.steps))
         else:
             # Every clean run of this plan sends it alike: built (and encoded) once.
-            payload, _ = self._plan_payload(
+            payload = self._plan_payload(
                 _CLEAN_COMPLETED[dry_run, done],
                 lambda: SharedPayload(_completed_payload((), dry_run, done, len(self._plan.steps))),
-            )
+            ).payload
         # The payload is the library's own; an error takes the full check.
         observer.emit(
             "pipeline.completed",
@@ -431,6 +437,20 @@ class _Run:
             duration_ms=finished - self._started,
             error=error,
         )
+
+
+class PlanPayload:
+    """A payload every run of one plan sends alike, kept in the plan's memo.
+
+    `checked` turns true once a run's record carrying it passed the schema: later runs
+    send it without checking it again.
+    """
+
+    __slots__ = ("checked", "payload")
+
+    def __init__(self, payload: Any) -> None:
+        self.payload = payload
+        self.checked = False
 
 
 _CLEAN_COMPLETED = {
