@@ -90,8 +90,8 @@ class TraceChannel:
     """
 
     __slots__ = (
+        "_export",
         "_queue",
-        "_retired",
         "_room",
         "_snapshots",
         "_token",
@@ -109,7 +109,8 @@ class TraceChannel:
         """Sends the steps' held-back progress one interval on (one thread while any)."""
         self.sink = sink
         self.log = log
-        self._retired = False
+        self._export = None if sink is None else sink.export
+        """The sink's `export` while it is healthy, else `None` (no sink, or retired)."""
         self._snapshots: set[str] = set()
         self._queue: collections.deque[tuple[RunObserver, Record]] = collections.deque()
         self._token = threading.Lock()
@@ -131,9 +132,10 @@ class TraceChannel:
         else:
             try:
                 # `export`, inline: this runs for every record of the tree.
-                if self.sink is not None and not self._retired:
+                export = self._export
+                if export is not None:
                     try:
-                        self.sink.export(record)
+                        export(record)
                     except Exception as error:
                         self._sink_failed(error)
                 if observer._hooks:
@@ -209,14 +211,15 @@ class TraceChannel:
     @property
     def tracing(self) -> bool:
         """Whether records still go to a healthy sink."""
-        return self.sink is not None and not self._retired
+        return self._export is not None
 
     def export(self, record: Record) -> None:
         """Hand `record` to the sink; a failure warns once and retires the sink."""
-        if self.sink is None or self._retired:
+        export = self._export
+        if export is None:
             return
         try:
-            self.sink.export(record)
+            export(record)
         except Exception as error:
             self._sink_failed(error)
 
@@ -227,15 +230,15 @@ class TraceChannel:
         elif isinstance(error, TraceSinkError):
             self.log.warning(f"Trace sink failed: {error}")
             if not error.partial:
-                self._retired = True
+                self._export = None
         else:
             self.log.warning(f"Trace sink failed; later records of this run are dropped: {error}")
-            self._retired = True
+            self._export = None
 
     def flush(self) -> None:
         """Flush the sink at the end of the root run; a failure only warns."""
         flush = getattr(self.sink, "flush", None)
-        if self._retired or not callable(flush):
+        if self._export is None or not callable(flush):
             return
         try:
             flush()
