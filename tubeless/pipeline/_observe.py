@@ -287,7 +287,6 @@ class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
     __slots__ = (
-        "_base",
         "_base_valid",
         "_channel",
         "_failed_hooks",
@@ -309,19 +308,19 @@ class RunObserver:
         self._channel = channel
         self._hooks = tuple(hooks)
         # Every record's hooks, when no hook set names a specific one (child-run trackers
-        # take every record); `None` looks them up by record kind.
+        # take every record); `None` looks them up by record kind. Most child runs (tool
+        # calls) have no hook: then none of the hook state is made.
         self._targets: tuple[Target, ...] | None = ()
-        if not self._hooks:
-            pass  # most child runs (tool calls): no hook at all
-        elif any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
-            self._targets = None
-        else:
-            self._targets = tuple(
-                (index, "on_record", hook_set["on_record"])
-                for index, hook_set in enumerate(self._hooks)
-            )
-        self._targets_by_kind: dict[tuple[str, bool], tuple[Target, ...]] = {}
-        self._base = base
+        if self._hooks:
+            self._targets_by_kind: dict[tuple[str, bool], tuple[Target, ...]] = {}
+            self._failed_hooks: set[int] = set()
+            if any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
+                self._targets = None
+            else:
+                self._targets = tuple(
+                    (index, "on_record", hook_set["on_record"])
+                    for index, hook_set in enumerate(self._hooks)
+                )
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
         self._wall_clock = now is default_now
@@ -330,7 +329,6 @@ class RunObserver:
             {"version": TRACE_VERSION, **base}
         )
         self._now = now
-        self._failed_hooks: set[int] = set()
 
     def emit(
         self,
