@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tubeless._types import Hook
@@ -257,20 +257,19 @@ class _Run:
             finished = completed_report(step, outcome)
         return self._complete(finalized, (finished,))
 
-    def _plan_payload(self, key: str, build: Callable[[], Any]) -> PlanPayload:
-        """A payload every run of this plan sends alike, built once (see `PlanPayload`)."""
+    def _plan_payload(self, key: str, build: Callable[..., Any], *args: Any) -> PlanPayload:
+        """A payload every run of this plan sends alike, `build(*args)` once (see
+        `PlanPayload`); a module function, so a run that finds it makes no closure."""
         memo = self._plan.memo
         entry: PlanPayload | None = memo.get(key)
         if entry is None:
-            entry = memo.setdefault(key, PlanPayload(build()))
+            entry = memo.setdefault(key, PlanPayload(build(*args)))
         return entry
 
     def _emit_planned(self, observer: RunObserver) -> None:
         """One `step.planned` per plan step; payloads are built and checked once per plan."""
         steps = self._plan.steps
-        planned = self._plan_payload(
-            "planned", lambda: [SharedPayload(_planned_payload(step)) for step in steps]
-        )
+        planned = self._plan_payload("planned", _planned_payloads, steps)
         checked = planned.checked
         valid = True
         for step, payload in zip(steps, planned.payload, strict=True):
@@ -283,16 +282,7 @@ class _Run:
     def _emit_started(self, observer: RunObserver) -> None:
         """`pipeline.started`; its payload (less any snapshot) is built and checked once a plan."""
         pipeline, plan = self._pipeline, self._plan
-        started = self._plan_payload(
-            "started",
-            lambda: SharedPayload(
-                dryRun=plan.dry_run,
-                planOk=plan.ok,
-                stepCount=len(plan.steps),
-                targetIds=list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
-                definitionIdentity=pipeline.definition.identity.to_dict(),
-            ),
-        )
+        started = self._plan_payload("started", _started_payload, pipeline, plan)
         channel = self._scope.services.channel
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
@@ -426,7 +416,10 @@ class _Run:
             # Every clean run of this plan sends it alike: built (and encoded) once.
             payload = self._plan_payload(
                 _CLEAN_COMPLETED[dry_run, done],
-                lambda: SharedPayload(_completed_payload((), dry_run, done, len(self._plan.steps))),
+                _clean_completed_payload,
+                dry_run,
+                done,
+                len(self._plan.steps),
             ).payload
         # The payload is the library's own; an error takes the full check.
         observer.emit(
@@ -471,6 +464,27 @@ def _completed_payload(
         "finalized": done,
         "stepCount": step_count,
     }
+
+
+def _clean_completed_payload(dry_run: bool, done: bool, step_count: int) -> SharedPayload:
+    """`pipeline.completed`'s payload of every clean run of a plan that ends so."""
+    return SharedPayload(_completed_payload((), dry_run, done, step_count))
+
+
+def _started_payload(pipeline: Pipeline, plan: PipelinePlan) -> SharedPayload:
+    """`pipeline.started`'s payload of every run of `plan`, less any snapshot."""
+    return SharedPayload(
+        dryRun=plan.dry_run,
+        planOk=plan.ok,
+        stepCount=len(plan.steps),
+        targetIds=list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
+        definitionIdentity=pipeline.definition.identity.to_dict(),
+    )
+
+
+def _planned_payloads(steps: Sequence[Any]) -> list[SharedPayload]:
+    """The `step.planned` payloads of a plan's steps, in order."""
+    return [SharedPayload(_planned_payload(step)) for step in steps]
 
 
 def _planned_payload(step: Any) -> dict[str, Any]:
