@@ -34,6 +34,24 @@ class Offer(Protocol):
     def __call__(self, source: Callable[[], Progress], *, urgent: bool = False) -> None: ...
 
 
+_PlanSteps = tuple[tuple[str, ...], dict[str, str], int]
+_PLAN_STEPS = "child tracker steps"
+"""The plan memo's key of `_plan_steps`."""
+
+
+def _plan_steps(plan: PipelinePlan) -> _PlanSteps:
+    """A plan's step ids in order, their row names, and the room a row id prefix has.
+
+    Rows are built in wire form when every id and name is kept as it is: then a row id
+    is too as long as its prefix leaves it room (`wire_rows`); `-1` when not. Read-only.
+    """
+    order = tuple(step.id for step in plan.steps)
+    names = {step.id: step.name or step.id for step in plan.steps}
+    clean = all(clean_text(text) for text in (*order, *names.values()))
+    longest = max(map(len, order), default=0)
+    return order, names, TRACE_STRING_LIMIT - longest if clean else -1
+
+
 class ChildRunTracker:
     """Follows the records of one child run and summarises its steps.
 
@@ -52,13 +70,13 @@ class ChildRunTracker:
     )
 
     def __init__(self, plan: PipelinePlan, on_change: Callable[[bool], None]) -> None:
-        self._order = [step.id for step in plan.steps]
-        self._names = {step.id: step.name or step.id for step in plan.steps}
-        # Rows are built in wire form when every id and name is kept as it is: then a
-        # row id is too as long as its prefix leaves it room (`wire_rows`).
-        clean = all(clean_text(text) for text in (*self._order, *self._names.values()))
-        longest = max(map(len, self._order), default=0)
-        self._id_room = TRACE_STRING_LIMIT - longest if clean else -1
+        # What every tracker of this plan shares (an agent's turns), worked out once.
+        shared: _PlanSteps | None = plan.memo.get(_PLAN_STEPS)
+        if shared is None:
+            shared = plan.memo.setdefault(_PLAN_STEPS, _plan_steps(plan))
+        self._order: tuple[str, ...] = shared[0]
+        self._names: dict[str, str] = shared[1]
+        self._id_room: int = shared[2]
         self._status = dict.fromkeys(self._order, "pending")
         self._progress: dict[str, Mapping[str, Any]] = {}
         self._setbacks: dict[str, int] = {}
@@ -70,7 +88,7 @@ class ChildRunTracker:
         return {"on_record": self._on_record}
 
     def _on_record(self, record: dict[str, Any]) -> None:
-        name, step_id = record["name"], record.get("stepId")
+        name, step_id = record["name"], record.get("stepId", "")
         if step_id not in self._status:
             return
         urgent = False
@@ -310,6 +328,8 @@ class IterationProgress:
         self._status = "pending"
         self._settled: list[list[Row]] = []
         """Each settled group's rows: its own row, then its setback rows; oldest first."""
+        self._settled_rows = 0
+        """How many rows `_settled` holds in all."""
         self._dropped = 0
 
     def track(self, index: int, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
@@ -327,8 +347,9 @@ class IterationProgress:
         # A settled group never changes: its rows are checked once, not in every snapshot.
         group = [checked_row(self._group_row()), *self._setback_rows()]
         self._settled.append(group)
+        self._settled_rows += len(group)
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
-            self._settled.pop(0)
+            self._settled_rows -= len(self._settled.pop(0))
             self._dropped += 1
         self._tracker = None
 
@@ -368,12 +389,14 @@ class IterationProgress:
             current.insert(0, self._group_row())
         # The running group comes last, so it must fit: older groups give way to it.
         room = TRACE_LIST_LIMIT - len(current) - 1
-        shown = 0
-        for group in reversed(self._settled):
-            if len(group) > room:
-                break
-            room -= len(group)
-            shown += 1
+        shown = len(self._settled)
+        if self._settled_rows > room:
+            shown = 0
+            for group in reversed(self._settled):
+                if len(group) > room:
+                    break
+                room -= len(group)
+                shown += 1
         hidden = self._dropped + len(self._settled) - shown
         if hidden:
             rows.append({"id": "earlier-iterations", "name": f"{hidden} earlier {self._unit}s"})

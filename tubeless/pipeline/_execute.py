@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tubeless._types import Hook
@@ -152,11 +152,20 @@ class _Run:
         self._errors: list[Diagnostic] = []
         self._exceptions: list[BaseException | None] = []
 
-    def _emit(self, name: str, **fields: Any) -> None:
+    def _emit(
+        self, name: str, *, at: int | None = None, duration_ms: int | None = None, error: Any = None
+    ) -> None:
         """Emit a finalize record: its payload is always empty, the rest the library's."""
         observer = self._scope.observer
         if observer is not None:
-            observer.emit(name, EMPTY_PAYLOAD, payload_checked="error" not in fields, **fields)
+            observer.emit(
+                name,
+                EMPTY_PAYLOAD,
+                payload_checked=error is None,
+                at=at,
+                duration_ms=duration_ms,
+                error=error,
+            )
 
     def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
         self._errors.append(error)
@@ -238,7 +247,7 @@ class _Run:
             return self._complete((True, outcome.output), (finished,), finished.finished_at_ms)
         else:
             outputs[step.id] = outcome.output
-        finalized = self._finalize(outputs)
+        finalized = self._finalize(outputs, step.id if as_is else None)
         if finished is None:
             # Observed, for a value: the step's record is sent, its report made only if needed.
             assert observer is not None
@@ -248,50 +257,48 @@ class _Run:
             finished = completed_report(step, outcome)
         return self._complete(finalized, (finished,))
 
-    def _plan_payload(self, key: str, build: Callable[[], Any]) -> tuple[Any, bool]:
-        """A payload every run of this plan sends alike, built once; and whether it passed."""
+    def _plan_payload(self, key: str, build: Callable[..., Any], *args: Any) -> PlanPayload:
+        """A payload every run of this plan sends alike, `build(*args)` once (see
+        `PlanPayload`); a module function, so a run that finds it makes no closure."""
         memo = self._plan.memo
-        payload = memo.get(key)
-        if payload is None:
-            payload = memo.setdefault(key, build())
-        return payload, memo.get(f"{key} checked", False)
-
-    def _plan_payload_checked(self, key: str) -> None:
-        self._plan.memo[f"{key} checked"] = True
+        entry: PlanPayload | None = memo.get(key)
+        if entry is None:
+            entry = memo.setdefault(key, PlanPayload(build(*args)))
+        return entry
 
     def _emit_planned(self, observer: RunObserver) -> None:
         """One `step.planned` per plan step; payloads are built and checked once per plan."""
         steps = self._plan.steps
-        payloads, checked = self._plan_payload(
-            "planned", lambda: [SharedPayload(_planned_payload(step)) for step in steps]
-        )
+        planned = self._plan_payload("planned", _planned_payloads, steps)
+        checked = planned.checked
         valid = True
-        for step, payload in zip(steps, payloads, strict=True):
-            valid &= observer.emit("step.planned", payload, payload_checked=checked, stepId=step.id)
-        if valid:
-            self._plan_payload_checked("planned")
+        for step, payload in zip(steps, planned.payload, strict=True):
+            valid &= observer.emit(
+                "step.planned", payload, payload_checked=checked, step_id=step.id
+            )
+        if valid and not checked:
+            planned.checked = True
 
     def _emit_started(self, observer: RunObserver) -> None:
         """`pipeline.started`; its payload (less any snapshot) is built and checked once a plan."""
         pipeline, plan = self._pipeline, self._plan
-        payload, checked = self._plan_payload(
-            "started",
-            lambda: SharedPayload(
-                dryRun=plan.dry_run,
-                planOk=plan.ok,
-                stepCount=len(plan.steps),
-                targetIds=list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
-                definitionIdentity=pipeline.definition.identity.to_dict(),
-            ),
-        )
+        started = self._plan_payload("started", _started_payload, pipeline, plan)
         channel = self._scope.services.channel
         definition_id = pipeline.definition.identity.definition_id
         if pipeline.snapshot_traceable and channel and channel.first_snapshot(definition_id):
             snapshot = pipeline.definition.to_dict()
-            snapshotted = {**payload, "definitionSnapshot": snapshot}
+            snapshotted = {**started.payload, "definitionSnapshot": snapshot}
             observer.emit("pipeline.started", snapshotted, at=self._started)
-        elif observer.emit("pipeline.started", payload, payload_checked=checked, at=self._started):
-            self._plan_payload_checked("started")
+        elif (
+            observer.emit(
+                "pipeline.started",
+                started.payload,
+                payload_checked=started.checked,
+                at=self._started,
+            )
+            and not started.checked
+        ):
+            started.checked = True
 
     def _validate_options(self, options: Any) -> bool:
         """Validate `options` by the pipeline's options schema (it has one) for the run."""
@@ -315,7 +322,13 @@ class _Run:
             return False
         return True
 
-    def _finalize(self, outputs: dict[str, Any]) -> tuple[bool, Any]:
+    def _finalize(self, outputs: dict[str, Any], as_is: str | None = None) -> tuple[bool, Any]:
+        """Finalize the run's `outputs` into its result, with the finalization records.
+
+        `as_is` names the step whose output is the result as it is (`finalize=step`, no
+        result schema): when that output was published, the finalizer would hand it back,
+        so it is taken without calling it.
+        """
         if self._errors and not self._controls.continue_on_error:
             return False, None
         observed = self._scope.observer is not None
@@ -325,14 +338,10 @@ class _Run:
         started = self._scope.services.now() if observed else 0
         try:
             raise_if_cancelled(self._scope.services.signal)
-            context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
-            value = self._pipeline.finalize_outputs(dict(outputs), context)
-            if self._pipeline.result_schema is not None:
-                value = validate_boundary(
-                    self._pipeline.result_schema,
-                    value,
-                    f"Pipeline {self._pipeline.id} final result",
-                )
+            if as_is is not None and as_is in outputs:
+                value = outputs[as_is]
+            else:
+                value = self._finalize_outputs(outputs)
         except Exception as error:
             record = finalization_error(error, self._scope.services.signal)
             self._fail(record, error)
@@ -341,14 +350,26 @@ class _Run:
                 self._emit(
                     "pipeline.finalize.failed",
                     at=ended,
-                    durationMs=ended - started,
+                    duration_ms=ended - started,
                     error=trace_error(record),
                 )
             return False, None
         if observed:
             ended = self._scope.services.now()
-            self._emit("pipeline.finalize.completed", at=ended, durationMs=ended - started)
+            self._emit("pipeline.finalize.completed", at=ended, duration_ms=ended - started)
         return True, value
+
+    def _finalize_outputs(self, outputs: dict[str, Any]) -> Any:
+        """The pipeline's finalizer on `outputs`, then its result schema if it has one."""
+        context = ExecutionContext(self._scope, FINALIZE_STEP_ID)
+        value = self._pipeline.finalize_outputs(dict(outputs), context)
+        if self._pipeline.result_schema is not None:
+            value = validate_boundary(
+                self._pipeline.result_schema,
+                value,
+                f"Pipeline {self._pipeline.id} final result",
+            )
+        return value
 
     def _complete(
         self,
@@ -385,22 +406,44 @@ class _Run:
         self, observer: RunObserver, errors: tuple[Diagnostic, ...], done: bool, finished: int
     ) -> None:
         """`pipeline.completed` of the run that ended at `finished` with `errors`."""
-        fields: dict[str, Any] = {"durationMs": finished - self._started}
         dry_run = self._controls.dry_run
         payload: dict[str, Any]
+        error = None
         if errors:
-            fields["error"] = trace_error(errors[0])
+            error = trace_error(errors[0])
             payload = _completed_payload(errors, dry_run, done, len(self._plan.steps))
         else:
             # Every clean run of this plan sends it alike: built (and encoded) once.
-            payload, _ = self._plan_payload(
+            payload = self._plan_payload(
                 _CLEAN_COMPLETED[dry_run, done],
-                lambda: SharedPayload(_completed_payload((), dry_run, done, len(self._plan.steps))),
-            )
+                _clean_completed_payload,
+                dry_run,
+                done,
+                len(self._plan.steps),
+            ).payload
         # The payload is the library's own; an error takes the full check.
         observer.emit(
-            "pipeline.completed", payload, payload_checked=not errors, at=finished, **fields
+            "pipeline.completed",
+            payload,
+            payload_checked=not errors,
+            at=finished,
+            duration_ms=finished - self._started,
+            error=error,
         )
+
+
+class PlanPayload:
+    """A payload every run of one plan sends alike, kept in the plan's memo.
+
+    `checked` turns true once a run's record carrying it passed the schema: later runs
+    send it without checking it again.
+    """
+
+    __slots__ = ("checked", "payload")
+
+    def __init__(self, payload: Any) -> None:
+        self.payload = payload
+        self.checked = False
 
 
 _CLEAN_COMPLETED = {
@@ -421,6 +464,27 @@ def _completed_payload(
         "finalized": done,
         "stepCount": step_count,
     }
+
+
+def _clean_completed_payload(dry_run: bool, done: bool, step_count: int) -> SharedPayload:
+    """`pipeline.completed`'s payload of every clean run of a plan that ends so."""
+    return SharedPayload(_completed_payload((), dry_run, done, step_count))
+
+
+def _started_payload(pipeline: Pipeline, plan: PipelinePlan) -> SharedPayload:
+    """`pipeline.started`'s payload of every run of `plan`, less any snapshot."""
+    return SharedPayload(
+        dryRun=plan.dry_run,
+        planOk=plan.ok,
+        stepCount=len(plan.steps),
+        targetIds=list(pipeline.target_ids[:TRACE_LIST_LIMIT]),
+        definitionIdentity=pipeline.definition.identity.to_dict(),
+    )
+
+
+def _planned_payloads(steps: Sequence[Any]) -> list[SharedPayload]:
+    """The `step.planned` payloads of a plan's steps, in order."""
+    return [SharedPayload(_planned_payload(step)) for step in steps]
 
 
 def _planned_payload(step: Any) -> dict[str, Any]:

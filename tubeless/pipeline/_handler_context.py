@@ -164,13 +164,13 @@ class StepLogger:
         text = _log_text(message, params)
         observer = self._scope.observer
         if observer is not None:
-            fields: dict[str, Any] = {}
-            if self._step_id is not None:
-                fields["stepId"] = self._step_id
-            if self._attempt_id is not None:
-                fields["attemptId"] = self._attempt_id
             message = bounded_text(text, TRACE_MESSAGE_LIMIT)
-            observer.emit("pipeline.log", {"level": level, "message": message}, **fields)
+            observer.emit(
+                "pipeline.log",
+                {"level": level, "message": message},
+                step_id=self._step_id,
+                attempt_id=self._attempt_id,
+            )
         base: PipelineLogger = self._scope.services.log
         {"log": base.info, "warn": base.warning, "error": base.error}[level](text)
 
@@ -371,8 +371,8 @@ class StepContext(ExecutionContext):
                 "step.running",
                 {"progress": progress},
                 payload_checked=True,
-                stepId=self._step_id,
-                attemptId=self.attempt_id,
+                step_id=self._step_id,
+                attempt_id=self.attempt_id,
             )
 
     def report_attempt(self, attempt: int, attributes: Mapping[str, object] | None = None) -> None:
@@ -390,8 +390,8 @@ class StepContext(ExecutionContext):
                 "step.attempted",
                 payload,
                 payload_checked=True,
-                stepId=self._step_id,
-                attemptId=self.attempt_id,
+                step_id=self._step_id,
+                attempt_id=self.attempt_id,
             )
 
 

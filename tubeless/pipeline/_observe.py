@@ -7,6 +7,7 @@ executor holds no `RunObserver` and builds no record at all.
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,8 +28,6 @@ from tubeless.trace.lowlevel import (
 
 Record = dict[str, Any]
 
-_LEAN_IDS = frozenset({"stepId", "attemptId"})
-"""Id fields a record with a checked payload may carry and still skip the schema."""
 _SAFE = 2**53
 
 _HOOK_BY_RECORD = {
@@ -91,8 +90,8 @@ class TraceChannel:
     """
 
     __slots__ = (
+        "_export",
         "_queue",
-        "_retired",
         "_room",
         "_snapshots",
         "_token",
@@ -110,7 +109,8 @@ class TraceChannel:
         """Sends the steps' held-back progress one interval on (one thread while any)."""
         self.sink = sink
         self.log = log
-        self._retired = False
+        self._export = None if sink is None else sink.export
+        """The sink's `export` while it is healthy, else `None` (no sink, or retired)."""
         self._snapshots: set[str] = set()
         self._queue: collections.deque[tuple[RunObserver, Record]] = collections.deque()
         self._token = threading.Lock()
@@ -132,9 +132,10 @@ class TraceChannel:
         else:
             try:
                 # `export`, inline: this runs for every record of the tree.
-                if self.sink is not None and not self._retired:
+                export = self._export
+                if export is not None:
                     try:
-                        self.sink.export(record)
+                        export(record)
                     except Exception as error:
                         self._sink_failed(error)
                 if observer._hooks:
@@ -210,14 +211,15 @@ class TraceChannel:
     @property
     def tracing(self) -> bool:
         """Whether records still go to a healthy sink."""
-        return self.sink is not None and not self._retired
+        return self._export is not None
 
     def export(self, record: Record) -> None:
         """Hand `record` to the sink; a failure warns once and retires the sink."""
-        if self.sink is None or self._retired:
+        export = self._export
+        if export is None:
             return
         try:
-            self.sink.export(record)
+            export(record)
         except Exception as error:
             self._sink_failed(error)
 
@@ -228,15 +230,15 @@ class TraceChannel:
         elif isinstance(error, TraceSinkError):
             self.log.warning(f"Trace sink failed: {error}")
             if not error.partial:
-                self._retired = True
+                self._export = None
         else:
             self.log.warning(f"Trace sink failed; later records of this run are dropped: {error}")
-            self._retired = True
+            self._export = None
 
     def flush(self) -> None:
         """Flush the sink at the end of the root run; a failure only warns."""
         flush = getattr(self.sink, "flush", None)
-        if self._retired or not callable(flush):
+        if self._export is None or not callable(flush):
             return
         try:
             flush()
@@ -285,7 +287,6 @@ class RunObserver:
     """Builds the records of one run and delivers them, serialised, to sink and hooks."""
 
     __slots__ = (
-        "_base",
         "_base_valid",
         "_channel",
         "_failed_hooks",
@@ -307,17 +308,19 @@ class RunObserver:
         self._channel = channel
         self._hooks = tuple(hooks)
         # Every record's hooks, when no hook set names a specific one (child-run trackers
-        # take every record); `None` looks them up by record kind.
+        # take every record); `None` looks them up by record kind. Most child runs (tool
+        # calls) have no hook: then none of the hook state is made.
         self._targets: tuple[Target, ...] | None = ()
-        if any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
-            self._targets = None
-        elif self._hooks:
-            self._targets = tuple(
-                (index, "on_record", hook_set["on_record"])
-                for index, hook_set in enumerate(self._hooks)
-            )
-        self._targets_by_kind: dict[tuple[str, bool], tuple[Target, ...]] = {}
-        self._base = base
+        if self._hooks:
+            self._targets_by_kind: dict[tuple[str, bool], tuple[Target, ...]] = {}
+            self._failed_hooks: set[int] = set()
+            if any(hook_set.keys() != {"on_record"} for hook_set in self._hooks):
+                self._targets = None
+            else:
+                self._targets = tuple(
+                    (index, "on_record", hook_set["on_record"])
+                    for index, hook_set in enumerate(self._hooks)
+                )
         # Every record starts from this: `version`, `name`, then the shared fields.
         self._head = RecordHead(base)
         self._wall_clock = now is default_now
@@ -326,7 +329,6 @@ class RunObserver:
             {"version": TRACE_VERSION, **base}
         )
         self._now = now
-        self._failed_hooks: set[int] = set()
 
     def emit(
         self,
@@ -335,56 +337,64 @@ class RunObserver:
         *,
         payload_checked: bool = False,
         at: Any = None,
-        **fields: Any,
+        step_id: Any = None,
+        attempt_id: Any = None,
+        duration_ms: Any = None,
+        error: Any = None,
     ) -> bool:
         """Build, check and deliver one record named `name`; return whether it was valid.
 
         `at` is its `timestampMs` when the caller just read the run clock for the moment
         the record marks (an attempt's start, a report's end); otherwise the clock is read.
+        `step_id`, `attempt_id`, `duration_ms` and `error` are the record's `stepId`,
+        `attemptId`, `durationMs` and `error`, in that order, each left out when `None`.
 
         `payload_checked` skips the payload's own schema for a payload known to be valid
         (built by the library from checked parts, or by a function enforcing the schema's
         rules for it). Such a record skips the schema altogether when its other fields are
         ones the library shaped holding plain values: `stepId` and `attemptId` non-empty
-        strings, `timestampMs` and `durationMs` integers such as a clock gives. Anything
-        else (a user clock's float, an error object) takes the full check.
+        strings, `timestampMs` and `durationMs` integers such as a clock gives, no error.
+        Anything else (a user clock's float, an error object) takes the full check.
         """
         # The wall clock is read inline, without `default_now`'s call: once per record.
-        if at is not None:
-            now = at
-        elif self._wall_clock:
-            now = _time_ns() // 1_000_000
-        else:
-            now = self._now()
+        now = at
+        if now is None:
+            now = _time_ns() // 1_000_000 if self._wall_clock else self._now()
         record = self._head.record(name)
         record["timestampMs"] = now
         lean = payload_checked and self._base_valid and type(now) is int and -_SAFE < now < _SAFE
-        if fields:
-            record.update(fields)
-            # `_lean_fields`, inline: non-empty string ids and a plain `durationMs` only.
-            for key, value in fields.items():
-                if key in _LEAN_IDS:
-                    if type(value) is not str or not value:
-                        lean = False
-                elif key != "durationMs" or type(value) is not int or not -_SAFE < value < _SAFE:
-                    lean = False
+        # The lean checks, inline: non-empty string ids and a plain `durationMs` only.
+        if step_id is not None:
+            record["stepId"] = step_id
+            if type(step_id) is not str or not step_id:
+                lean = False
+        if attempt_id is not None:
+            record["attemptId"] = attempt_id
+            if type(attempt_id) is not str or not attempt_id:
+                lean = False
+        if duration_ms is not None:
+            record["durationMs"] = duration_ms
+            if type(duration_ms) is not int or not -_SAFE < duration_ms < _SAFE:
+                lean = False
+        if error is not None:
+            record["error"] = error
+            lean = False
         record["payload"] = payload
         if lean:
             self._channel.deliver(self, record)
             return True
-        return self._checked_emit(record, now, payload_checked, fields)
+        return self._checked_emit(record, now, payload_checked)
 
-    def _checked_emit(
-        self, record: TraceRecord, now: Any, payload_checked: bool, fields: dict[str, Any]
-    ) -> bool:
+    def _checked_emit(self, record: TraceRecord, now: Any, payload_checked: bool) -> bool:
         """`emit` for a record that takes the schema: check, then deliver or drop it."""
-        own = {"timestampMs": now, **fields, "payload": record["payload"]}
+        # The record's own fields: everything after the head's.
+        own = dict(itertools.islice(record.items(), len(self._head.fields), None))
         try:
             if self._base_valid:
                 check_own_fields(record, own, payload_checked=payload_checked)
             else:
                 check_record(record, payload_checked=payload_checked)
-            if not (_plain(now) and _plain(fields.get("durationMs", 0))):
+            if not (_plain(now) and _plain(own.get("durationMs", 0))):
                 # A clock's odd reading (an int too long to write, say) must still encode.
                 problem = record_size_problem(record)
                 if problem is not None:

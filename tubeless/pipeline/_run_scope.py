@@ -105,12 +105,13 @@ def observer_for(scope: RunScope, hooks: Sequence[dict[str, Hook]]) -> RunObserv
     if channel is None or not (channel.tracing or hooks):
         return None
     base: dict[str, Any] = {"pipelineId": scope.pipeline_id, "runId": scope.run_id}
-    for key, value in (
-        ("correlationId", scope.correlation_id),
-        ("parentRunId", scope.parent_run_id),
-        ("itemKey", scope.item_key),
-        ("iteration", scope.iteration),
-    ):
-        if value is not None:
-            base[key] = value
+    # In this order, each left out when `None`.
+    if scope.correlation_id is not None:
+        base["correlationId"] = scope.correlation_id
+    if scope.parent_run_id is not None:
+        base["parentRunId"] = scope.parent_run_id
+    if scope.item_key is not None:
+        base["itemKey"] = scope.item_key
+    if scope.iteration is not None:
+        base["iteration"] = scope.iteration
     return RunObserver(channel, hooks, base, scope.services.now)

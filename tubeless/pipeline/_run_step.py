@@ -109,8 +109,8 @@ def begin_attempt(scope: RunScope, step: Step) -> Attempt:
             EMPTY_PAYLOAD,
             payload_checked=True,
             at=attempt.started_at_ms,
-            stepId=step.id,
-            attemptId=attempt.id,
+            step_id=step.id,
+            attempt_id=attempt.id,
         )
     return attempt
 
@@ -241,7 +241,8 @@ _RECORD_NAMES = {
 
 
 def terminal_record(report: StepReport) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """Return `(name, payload, fields)` of the terminal trace record for `report`."""
+    """Return `(name, payload, fields)` of the terminal trace record for `report`: `fields`
+    are `RunObserver.emit`'s keywords (`step_id`, `attempt_id`, `duration_ms`, `error`)."""
     return terminal_record_of(
         report.status,
         report.id,
@@ -270,11 +271,11 @@ def terminal_record_of(
 
     The payload of a completed, failed or cancelled step is shared: read-only.
     """
-    fields: dict[str, Any] = {"stepId": step_id}
+    fields: dict[str, Any] = {"step_id": step_id}
     if attempt_id is not None:
-        fields["attemptId"] = attempt_id
+        fields["attempt_id"] = attempt_id
     if started_at_ms is not None:
-        fields["durationMs"] = finished_at_ms - started_at_ms
+        fields["duration_ms"] = finished_at_ms - started_at_ms
     payload: dict[str, Any]
     if status == "skipped":
         payload = {"status": status, "reason": reason}
