@@ -158,6 +158,29 @@ def test_malformed_attempt_reports_are_rejected(attempt: Any, attributes: Any) -
     assert len(raised) == 1
 
 
+def test_checked_attributes_go_out_as_the_check_would_keep_them(sink: MemoryTraceSink) -> None:
+    """Library-built `CheckedAttributes` skip the check: a plain copy, still checked attempt."""
+    from tubeless.pipeline.lowlevel import CheckedAttributes
+
+    plain = {"agent.runId": "run-1", "agent.turn": 3, "agent.tool": "echo", "agent.late": True}
+    checked = CheckedAttributes(plain)
+    raised: list[BaseException] = []
+
+    def handler(inputs: Any, context: Any) -> None:
+        context.report_attempt(2, plain)
+        context.report_attempt(2, checked)
+        try:
+            context.report_attempt(0, checked)
+        except TypeError as error:
+            raised.append(error)
+
+    _run_with(handler, sink)
+    first, second = (record["payload"] for record in _named(sink, "step.attempted"))
+    assert second == first == {"attempt": 2, "attributes": plain}
+    assert type(second["attributes"]) is dict and second["attributes"] is not checked
+    assert len(raised) == 1
+
+
 def test_sleep_returns_early_and_raises_when_cancelled(
     background: Any, wait_for: Wait, thread_baseline: int
 ) -> None:

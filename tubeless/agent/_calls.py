@@ -35,6 +35,7 @@ from tubeless.errors import RunCancelledError, ToolError
 from tubeless.pipeline import Pipeline, PipelineRun, RunControls, StepContext
 from tubeless.pipeline.lowlevel import (
     DETAIL_GROUP_LIMIT,
+    CheckedAttributes,
     ChildValue,
     WireRows,
     cancellation_message,
@@ -70,12 +71,14 @@ class _CallsProgress:
     (checked as they are set) need no bounding; statuses are the batch's own.
     """
 
-    def __init__(self, calls: tuple[PreparedCall, ...], context: StepContext) -> None:
+    def __init__(
+        self, calls: tuple[PreparedCall, ...], context: StepContext, *, ids_clean: bool
+    ) -> None:
         self._ids = [call.id for call in calls]
         self._status = dict.fromkeys(self._ids, "pending")
         self._labels: dict[str, str] = {}
         self._context = context
-        self._wire = all(call_id and clean_text(call_id) for call_id in self._ids)
+        self._wire = ids_clean
         self._lock = threading.Lock()
 
     def set(self, call_id: str, status: str, label: str | None = None) -> None:
@@ -132,7 +135,7 @@ class _Batch:
         execution, invocation = turn
         self._invocation: Invocation = invocation
         self._turn = execution.turn
-        self._attributes = (
+        self._attributes: dict[str, str | bool | int | float] | None = (
             {
                 "agent.runId": invocation.agent_run_id,
                 "agent.turn": execution.turn,
@@ -141,6 +144,16 @@ class _Batch:
             if watched
             else None
         )
+        # Every call id non-empty and kept as it is (checked once per batch), and tool
+        # names are `TOOL_NAME`s: progress rows go out in wire form, and with a clean run
+        # and attempt id each call's attempt attributes as `CheckedAttributes`.
+        ids_clean = watched and all(call.id and clean_text(call.id) for call in self._calls)
+        self._checked_attributes = (
+            ids_clean
+            and clean_text(invocation.agent_run_id)
+            and clean_text(context.attempt_id)
+            and type(execution.turn) is int
+        )
         self._controls = _DRY if context.dry_run else _WET
         # Without a cassette or a journal a call is only dispatched (see `_played`).
         self._settled = invocation.tape is not None or invocation.journal is not None
@@ -148,7 +161,9 @@ class _Batch:
         self.failure: BaseException | None = None
         self.begun: set[int] = set()
         self._lock = threading.Lock()
-        self._progress = _CallsProgress(self._calls, context) if watched else None
+        self._progress = (
+            _CallsProgress(self._calls, context, ids_clean=ids_clean) if watched else None
+        )
 
     def keep_going(self) -> bool:
         return self.failure is None and not self._signal.is_set()
@@ -251,7 +266,11 @@ class _Batch:
     def _dispatch(self, call: PreparedCall, slot: CallSlot | None) -> FrozenDict:
         attributes = self._attributes
         if attributes is not None:
-            attributes = {**attributes, "agent.callId": call.id, "agent.tool": call.tool}
+            attributes = (
+                CheckedAttributes(attributes) if self._checked_attributes else dict(attributes)
+            )
+            attributes["agent.callId"] = call.id
+            attributes["agent.tool"] = call.tool
         runtime = self._runtime
         pipeline = runtime.tool_pipelines[call.tool]
         spec = runtime.tools[call.tool]

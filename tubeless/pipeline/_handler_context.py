@@ -432,6 +432,19 @@ class WireRows(list[dict[str, Any]]):
     __slots__ = ()
 
 
+class CheckedAttributes(dict[str, str | bool | int | float]):
+    """Logical-attempt attributes the library built from parts it checked, taken as they are.
+
+    Every key is a name of at most 256 characters, every value a string `clean_text`
+    found clean, a bool or an int a JSON line holds exactly, never `None`, and there are
+    at most 128 of them: what `attempt_payload` would keep unchanged. Only the library
+    makes these (an agent's tool calls: run id, turn, call id and tool name, checked
+    once per batch); attributes from `report_attempt` callers always take the check.
+    """
+
+    __slots__ = ()
+
+
 def clean_text(text: object) -> bool:
     """Whether `text` is a string `detail_row` would keep as it is (a row's id, name, label)."""
     return type(text) is str and bounded_text(text, TRACE_STRING_LIMIT) == text
@@ -556,6 +569,9 @@ def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> di
         or not 1 <= attempt < _FLOAT_SAFE  # one a JSON line can hold
     ):
         raise TypeError("report_attempt attempt must be a positive integer")
+    if type(attributes) is CheckedAttributes:
+        # Checked where the library built them: a plain copy, as the check would make.
+        return {"attempt": attempt, "attributes": dict(attributes)}
     clean: dict[str, Any] = {}
     for key, value in (attributes or {}).items():
         if value is None:

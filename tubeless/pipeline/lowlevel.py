@@ -39,7 +39,8 @@ What it promises, for as long as a name is listed here:
   `visible_groups(keys, status, DETAIL_GROUP_LIMIT)` picks the progress groups shown
   (active first, then failed, in input order). Progress rows built from parts that
   `clean_text(text)` found clean (every id and label) may go out as `WireRows`, taken
-  without a check per row.
+  without a check per row; logical-attempt attributes built the same way may go out
+  as `CheckedAttributes`.
 - Fan-out. `run_lazily(count, concurrency, work, keep_going, pool=...)` runs items
   in order, at most `concurrency` at once, the caller being one of the workers, and
   drains started items before it returns; helper threads join only once an item keeps
@@ -70,6 +71,7 @@ from tubeless.pipeline._controls import bind_context_field
 from tubeless.pipeline._extensions import RunExtension
 from tubeless.pipeline._handler_context import (
     PROGRESS_INTERVAL_MS,
+    CheckedAttributes,
     WireRows,
     cancellation_message,
     clean_text,
@@ -81,6 +83,7 @@ from tubeless.pipeline._run_result import ChildValue
 __all__ = [
     "DETAIL_GROUP_LIMIT",
     "PROGRESS_INTERVAL_MS",
+    "CheckedAttributes",
     "ChildValue",
     "IterationRunner",
     "LazyPool",
