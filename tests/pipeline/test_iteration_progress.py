@@ -12,7 +12,9 @@ from tubeless.pipeline._child_progress import (
     Progress,
 )
 from tubeless.pipeline._controls import resolve_controls
-from tubeless.trace import TRACE_LIST_LIMIT
+from tubeless.pipeline._handler_context import WireRows, _details_surely_fit, progress_payload
+from tubeless.trace import TRACE_DETAIL_BYTE_LIMIT, TRACE_LIST_LIMIT
+from tubeless.trace.lowlevel import json_bytes
 
 
 def _plan() -> Any:
@@ -87,3 +89,34 @@ def test_settled_groups_with_setback_rows_give_way_to_the_current_group() -> Non
     assert len(settled) == shown * group_size
     assert settled[0] == f"iteration-{41 - shown}"
     assert ids[-len(current) :] == current
+
+
+def _long_running(step_id: str, failed_rows: int, width: int) -> dict[str, Any]:
+    record = _running(step_id, failed_rows)
+    for row in record["payload"]["progress"]["details"]:
+        row["name"] = row["name"].ljust(width, "x")
+    return record
+
+
+def test_settled_rows_counted_as_they_settle_bound_the_details_as_a_full_count_does() -> None:
+    """A snapshot counts its settled rows' characters once, as they settled: the rows
+    that go out, and whether they were measured, are those of a snapshot counted whole."""
+    plan, offers = _plan(), _Offers()
+    progress = IterationProgress(100, offers)
+    payloads = []
+    for index in range(1, 41):
+        hooks = progress.track(index, plan)
+        # Ever longer names: the later snapshots no longer surely fit and get cut.
+        hooks["on_record"](_long_running("work", 3, 4000 if index > 20 else 40 * index))
+        assert offers.latest is not None
+        completed, total, message, rows = offers.latest
+        assert type(rows) is WireRows
+        assert _details_surely_fit(rows) is _details_surely_fit(list(rows))
+        counted = progress_payload(completed, total, message, rows)
+        whole = progress_payload(completed, total, message, list(rows))
+        assert counted == whole
+        assert json_bytes(counted["details"]) <= TRACE_DETAIL_BYTE_LIMIT
+        payloads.append(counted)
+        progress.settle("failed")
+    assert payloads[0]["detailCount"] == len(payloads[0]["details"])
+    assert payloads[-1]["detailCount"] > len(payloads[-1]["details"])

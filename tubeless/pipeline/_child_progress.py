@@ -11,7 +11,13 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from tubeless._diagnostics import WAITING_CODES
-from tubeless.pipeline._handler_context import WireRows, checked_row, clean_text
+from tubeless.pipeline._handler_context import (
+    CheckedRow,
+    WireRows,
+    _row_chars,
+    checked_row,
+    clean_text,
+)
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.trace import TRACE_LIST_LIMIT, TRACE_STRING_LIMIT
 
@@ -115,7 +121,7 @@ class ChildRunTracker:
     @property
     def completed(self) -> int:
         """How many child steps have settled."""
-        return sum(1 for status in self._status.values() if status in _FINISHED)
+        return sum(map(_FINISHED.__contains__, self._status.values()))
 
     @property
     def total(self) -> int:
@@ -326,10 +332,14 @@ class IterationProgress:
         self._index = 0
         self._tracker: ChildRunTracker | None = None
         self._status = "pending"
-        self._settled: list[list[Row]] = []
+        self._settled: list[list[CheckedRow]] = []
         """Each settled group's rows: its own row, then its setback rows; oldest first."""
         self._settled_rows = 0
         """How many rows `_settled` holds in all."""
+        self._settled_flat: list[CheckedRow] = []
+        """`_settled`'s rows in one list, oldest first (what a snapshot showing all takes)."""
+        self._settled_chars = 0
+        """The characters `_details_surely_fit` counts in `_settled_flat`."""
         self._dropped = 0
 
     def track(self, index: int, plan: PipelinePlan) -> dict[str, Callable[[dict[str, Any]], None]]:
@@ -348,12 +358,17 @@ class IterationProgress:
         group = [checked_row(self._group_row()), *self._setback_rows()]
         self._settled.append(group)
         self._settled_rows += len(group)
+        self._settled_flat += group
+        self._settled_chars += sum(row.chars for row in group)
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
-            self._settled_rows -= len(self._settled.pop(0))
+            oldest = self._settled.pop(0)
+            self._settled_rows -= len(oldest)
+            del self._settled_flat[: len(oldest)]
+            self._settled_chars -= sum(row.chars for row in oldest)
             self._dropped += 1
         self._tracker = None
 
-    def _setback_rows(self) -> list[Row]:
+    def _setback_rows(self) -> list[CheckedRow]:
         """The failed and cancelled rows inside the settling group, as its running rows were."""
         tracker = self._tracker
         if tracker is None:
@@ -375,6 +390,32 @@ class IterationProgress:
         """Offer the current group, its child's rows and the settled groups."""
         self._offer(self._snapshot, urgent=urgent)
 
+    def _add_settled(self, rows: list[Row], room: int) -> None:
+        """Append the settled groups that fit in `room` rows, the newest kept first.
+
+        The running group comes last, so it must fit: older groups give way to it.
+        """
+        shown = len(self._settled)
+        if self._settled_rows > room:
+            shown = 0
+            for group in reversed(self._settled):
+                if len(group) > room:
+                    break
+                room -= len(group)
+                shown += 1
+        hidden = self._dropped + len(self._settled) - shown
+        if hidden:
+            rows.append({"id": "earlier-iterations", "name": f"{hidden} earlier {self._unit}s"})
+        if shown < len(self._settled):
+            for group in self._settled[len(self._settled) - shown :]:
+                rows += group
+            return
+        rows += self._settled_flat
+        if type(rows) is WireRows:
+            # Counted as they settled: `_details_surely_fit` skips them.
+            rows.counted = len(rows)
+            rows.counted_chars = self._settled_chars + (_row_chars(rows[0]) if hidden else 0)
+
     def _snapshot(self) -> Progress:
         message = f"{self._unit} {self._index} (limit {self._max})"
         # The group rows are the tracker's own; its unit, a label the library gives.
@@ -387,21 +428,7 @@ class IterationProgress:
                 message += f": {child}"
             current, wire = self._tracker.wire_rows(f"iteration-{self._index}/", 1)
             current.insert(0, self._group_row())
-        # The running group comes last, so it must fit: older groups give way to it.
-        room = TRACE_LIST_LIMIT - len(current) - 1
-        shown = len(self._settled)
-        if self._settled_rows > room:
-            shown = 0
-            for group in reversed(self._settled):
-                if len(group) > room:
-                    break
-                room -= len(group)
-                shown += 1
-        hidden = self._dropped + len(self._settled) - shown
-        if hidden:
-            rows.append({"id": "earlier-iterations", "name": f"{hidden} earlier {self._unit}s"})
-        for group in self._settled[len(self._settled) - shown :]:
-            rows += group
+        self._add_settled(rows, TRACE_LIST_LIMIT - len(current) - 1)
         rows += current
         if not wire:
             rows = list(rows)

@@ -10,7 +10,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tubeless.errors import RunCancelledError
@@ -427,9 +427,18 @@ class WireRows(list[dict[str, Any]]):
     and a name or label that `bounded_text` leaves as they are, a known status, finite
     counts) or a `CheckedRow`. Only the library makes these, from parts it checked once
     (see `clean_text`); rows from `report_progress` always take `detail_row`.
+
+    `counted` leading rows are already counted for `_details_surely_fit`: they hold
+    `counted_chars` characters as it counts them (a tracker's settled groups, counted as
+    they settle rather than in every snapshot).
     """
 
-    __slots__ = ()
+    __slots__ = ("counted", "counted_chars")
+
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), *, counted: int = 0) -> None:
+        super().__init__(rows)
+        self.counted = counted
+        self.counted_chars = 0
 
 
 class CheckedAttributes(dict[str, str | bool | int | float]):
@@ -504,12 +513,18 @@ def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
     1100 more.
     """
     chars = 0
-    for row in rows:
+    uncounted: Iterable[dict[str, Any]] = rows
+    if type(rows) is WireRows and rows.counted:
+        chars = rows.counted_chars
+        uncounted = itertools.islice(rows, rows.counted, None)
+    for row in uncounted:
         chars += row.chars if type(row) is CheckedRow else _row_chars(row)
     return 7 * chars + 1100 * len(rows) <= TRACE_DETAIL_BYTE_LIMIT
 
 
 def _bounded_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(rows) <= TRACE_LIST_LIMIT and _details_surely_fit(rows):
+        return rows[:]  # a plain list, as the cut below makes
     rows = rows[:TRACE_LIST_LIMIT]
     if _details_surely_fit(rows):
         return rows
