@@ -323,6 +323,35 @@ def test_progress_is_held_back_between_intervals_and_the_latest_is_sent() -> Non
     assert names[-2:] == ["step.running", "step.complete"]
 
 
+def test_every_held_back_report_goes_out_one_interval_on(sink: MemoryTraceSink) -> None:
+    """Each burst's held-back report goes out by itself, not only the run's first one (the
+    sending thread ends once nothing is held, and a later hold starts another)."""
+    sent: list[list[float]] = []
+
+    def progress() -> list[float]:
+        return [
+            r["payload"]["progress"]["completed"]
+            for r in sink.records
+            if r["name"] == "step.running" and "progress" in r["payload"]
+        ]
+
+    def bursts(inputs: Any, context: Any) -> None:
+        for burst in range(3):
+            context.report_progress(10 * burst + 1)
+            context.report_progress(10 * burst + 2)  # within the interval: held back
+            for _ in range(300):
+                if 10 * burst + 2 in progress():
+                    break
+                threading.Event().wait(0.01)
+            sent.append(progress())
+
+    _run_with(bursts, sink)
+    # Each burst's latest report went out while the handler waited (`11` may go out
+    # at once or be replaced by `12`, as the interval falls).
+    assert [10 * burst + 2 in seen for burst, seen in enumerate(sent)] == [True, True, True]
+    assert progress()[-1] == 22
+
+
 def test_held_back_progress_goes_out_before_the_failure_record() -> None:
     """When a handler fails, its held-back progress precedes `step.failed`, never follows it."""
     from tubeless.testing import FakeClock, MemoryTraceSink

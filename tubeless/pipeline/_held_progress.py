@@ -23,7 +23,7 @@ class HeldProgress:
     `stop`, which joins the thread outside it.
     """
 
-    __slots__ = ("_due", "_stopped", "_thread", "_wake")
+    __slots__ = ("_due", "_running", "_stopped", "_thread", "_wake")
 
     def __init__(self, lock: threading.RLock) -> None:
         self._wake = threading.Condition(lock)
@@ -31,6 +31,8 @@ class HeldProgress:
         """Step -> (when its held report is due, what sends it); all wait one interval,
         so insertion order is due order."""
         self._thread: threading.Thread | None = None
+        self._running = False
+        """Whether `_thread` is in its loop: it leaves once nothing is held."""
         self._stopped = False
 
     def hold(self, step: object, delay: float, send: Callable[[], None]) -> None:
@@ -38,7 +40,11 @@ class HeldProgress:
         if step in self._due or self._stopped:
             return
         self._due[step] = (time.monotonic() + delay, send)
-        if self._thread is None:
+        if not self._running:
+            ended = self._thread
+            if ended is not None:
+                ended.join()  # out of its loop and its lock: only its return remains
+            self._running = True
             self._thread = threading.Thread(target=self._run, name="tubeless-progress", daemon=True)
             self._thread.start()
 
@@ -57,6 +63,8 @@ class HeldProgress:
                     continue
                 del self._due[step]
                 send()
+            # Under the lock: a later `hold` sees this and starts a thread of its own.
+            self._running = False
 
     def stop(self) -> None:
         """End the thread and wait for it (the run tree is done)."""
