@@ -29,6 +29,13 @@ def _named(sink: MemoryTraceSink, name: str) -> list[dict[str, Any]]:
     return [record for record in sink.records if record["name"] == name]
 
 
+def _progress(sink: MemoryTraceSink) -> list[dict[str, Any]]:
+    """The `progress` objects of the sink's progress records, in order."""
+    return [
+        r["payload"]["progress"] for r in _named(sink, "step.running") if "progress" in r["payload"]
+    ]
+
+
 def test_progress_reports_become_step_running_records(sink: MemoryTraceSink) -> None:
     """`report_progress` emits the attempt's progress, details bounded and counted."""
 
@@ -313,11 +320,7 @@ def test_progress_is_held_back_between_intervals_and_the_latest_is_sent() -> Non
     define_pipeline(id="throttled", steps=[steps.step("busy", run=busy)]).run(
         context={"tracing": sink, "now": clock}
     )
-    messages = [
-        r["payload"]["progress"]["message"]
-        for r in sink.records
-        if r["name"] == "step.running" and "progress" in r["payload"]
-    ]
+    messages = [report["message"] for report in _progress(sink)]
     assert messages == ["item 1", "after a pause", "the very last"]
     names = [r["name"] for r in sink.records if r.get("stepId") == "busy"]
     assert names[-2:] == ["step.running", "step.complete"]
@@ -329,11 +332,7 @@ def test_every_held_back_report_goes_out_one_interval_on(sink: MemoryTraceSink) 
     sent: list[list[float]] = []
 
     def progress() -> list[float]:
-        return [
-            r["payload"]["progress"]["completed"]
-            for r in sink.records
-            if r["name"] == "step.running" and "progress" in r["payload"]
-        ]
+        return [report["completed"] for report in _progress(sink)]
 
     def bursts(inputs: Any, context: Any) -> None:
         for burst in range(3):
@@ -393,11 +392,7 @@ def test_offers_from_one_held_source_send_its_latest_state_once() -> None:
     define_pipeline(id="held", steps=[steps.step("reporting", run=reporting)]).run(
         context={"tracing": sink, "now": FakeClock()}
     )
-    messages = [
-        r["payload"]["progress"]["message"]
-        for r in sink.records
-        if r["name"] == "step.running" and "progress" in r["payload"]
-    ]
+    messages = [report["message"] for report in _progress(sink)]
     assert messages == ["1 done", "5 done"]
     assert built == [1, 5]
 
@@ -417,9 +412,5 @@ def test_urgent_progress_is_never_held_back() -> None:
     define_pipeline(id="urgent", steps=[steps.step("reporting", run=reporting)]).run(
         context={"tracing": sink, "now": FakeClock()}
     )
-    messages = [
-        r["payload"]["progress"]["message"]
-        for r in sink.records
-        if r["name"] == "step.running" and "progress" in r["payload"]
-    ]
+    messages = [report["message"] for report in _progress(sink)]
     assert messages == ["started", "a call failed"]
