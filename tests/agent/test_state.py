@@ -617,6 +617,20 @@ def test_owned_parts_reused_deeper_still_keep_the_depth_limit() -> None:
             own_state({"wrap": value})
         messages.append(str(raised.value))
     assert messages[0] == messages[1] and "['d']…(56 more)…['d']" in messages[0]
+
+
+def test_an_owned_part_added_after_the_previous_entries_is_named_where_it_stands() -> None:
+    """Past the reused head, a part too deep for its place is named by its own index."""
+    previous = own_state({"log": [1, 2, 3]})
+    deepest = _nested(PLAIN_DEPTH_LIMIT - 1)
+    fresh = json.loads(json.dumps(deepest))  # the same value, never owned
+
+    messages = []
+    for added in (deepest, fresh):
+        with pytest.raises(AgentError) as raised:
+            own_state({"log": [*previous["log"], added]}, previous=previous)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1] and "at ['log'][3]['d']" in messages[0]
     assert own_state({"wrap": _nested(PLAIN_DEPTH_LIMIT - 1)})["wrap"]["d"]
 
 

@@ -56,7 +56,8 @@ class OwnedTuple(tuple[Any, ...]):
         if type(other) not in SEQUENCES:
             return NotImplemented
         try:
-            tail, height = _frozen_items(other, 0, (), set(), False)
+            tail = _frozen_items(other, 0, (), set(), False)
+            height = _checked_height(tail, ())
         except (_NotPlainError, RecursionError):
             return tuple.__add__(self, tuple(other))
         return _owned_tuple(tuple.__add__(self, tuple(tail)), max(self.height, height))
@@ -150,11 +151,12 @@ def _too_deep(path: tuple[str | int, ...]) -> _NotPlainError:
     )
 
 
-def _checked_height(entries: Any, path: tuple[str | int, ...]) -> int:
+def _checked_height(entries: Any, path: tuple[str | int, ...], first: int = 0) -> int:
     """The height of a container at `path` holding the frozen `entries` (a dict or list).
 
     Containers frozen just now were checked on the way down; an owned one kept as it is
     (from the previous state, or moved from elsewhere) is checked here, by its height.
+    A list of entries stands at index `first` of its sequence on (a tail).
     """
     values = entries.values() if type(entries) is dict else entries
     height = 1 + max((entry.height for entry in values if type(entry) in _OWNED), default=0)
@@ -162,7 +164,8 @@ def _checked_height(entries: Any, path: tuple[str | int, ...]) -> int:
         return height
     # Name the place: follow the tallest entry down to the first level past the limit.
     while len(path) < PLAIN_DEPTH_LIMIT:
-        pairs = entries.items() if isinstance(entries, dict) else enumerate(entries)
+        pairs = entries.items() if isinstance(entries, dict) else enumerate(entries, first)
+        first = 0
         key, entries = max(
             ((key, entry) for key, entry in pairs if type(entry) in _OWNED),
             key=lambda pair: pair[1].height,
@@ -222,16 +225,19 @@ def _freeze_sequence(
     # item-by-item path.
     known = len(previous) if type(previous) is OwnedTuple else 0
     if known and len(value) >= known and all(map(operator.is_, value, previous)):
-        tail, height = _frozen_items(value, known, path, ancestors, sort_keys)
+        tail = _frozen_items(value, known, path, ancestors, sort_keys)
         ancestors.discard(id(value))
-        return _owned_tuple(tuple.__add__(previous, tuple(tail)), max(previous.height, height))
+        height = max(previous.height, _checked_height(tail, path, known))
+        return _owned_tuple(tuple.__add__(previous, tuple(tail)), height)
     start = len(value)
     while start and type(value[start - 1]) not in _KEPT_OR_NONE:
         start -= 1
     if not _KEPT_OR_NONE.issuperset(map(type, itertools.islice(value, start))):
         start = 0
-    tail, _ = _frozen_items(value, start, path, ancestors, sort_keys)
-    items = [*itertools.islice(value, start), *tail]
+    items = [
+        *itertools.islice(value, start),
+        *_frozen_items(value, start, path, ancestors, sort_keys),
+    ]
     ancestors.discard(id(value))
     return _owned_tuple(items, _checked_height(items, path))
 
@@ -242,15 +248,14 @@ def _frozen_items(
     path: tuple[str | int, ...],
     ancestors: set[int],
     sort_keys: bool,
-) -> tuple[list[Any], int]:
-    """`value[start:]` frozen, kept values as they are, and the height they give a container."""
-    items = [
+) -> list[Any]:
+    """`value[start:]` frozen, kept values as they are."""
+    return [
         item
         if (item := value[index]) is None or type(item) in _KEPT
         else _freeze(item, (*path, index), ancestors, sort_keys)
         for index in range(start, len(value))
     ]
-    return items, _checked_height(items, path)
 
 
 def plain_data_problem(value: Any) -> str | None:
