@@ -7,7 +7,11 @@ Sync harnesses run one thread per session (started together behind a barrier); a
 ones gather one coroutine per session.
 
 Variants, each in a fresh subprocess so its CPU time (user + system, `getrusage`) is its
-own, run interleaved in an order that rotates each repetition (medians reported):
+own, run interleaved in an order that rotates each repetition (medians reported; the
+user and system shares are given apart, as Python's own work shows in the first and
+thread hand-offs in both). Beside the ratio of medians, each tubeless variant's "paired"
+ratio is the median over repetitions of its CPU per call over the floor's in the same
+repetition, which a machine whose load drifts between repetitions moves less:
 
 - `tubeless`: the agent, one `agent.run` per session thread;
 - `tubeless shared pool`: the same with `context={"thread_pool": pool}`, one
@@ -56,7 +60,9 @@ WALL_LIMIT = 7.0
 """tubeless's wall time over the ideal at the largest S, on a shared pool (issue 39)."""
 CPU_LIMIT = 1.5
 """tubeless's CPU per call over the shared-pool thread floor's, on a shared pool."""
-LOCAL = ("tubeless", "tubeless shared pool", "threads + shared pool", "asyncio")
+FLOOR = "threads + shared pool"
+"""The sync floor that CPU per call is judged against."""
+LOCAL = ("tubeless", "tubeless shared pool", FLOOR, "asyncio")
 PEERS = ("langgraph", "pydantic-ai", "openai-agents")
 HERE = Path(__file__).resolve().parent
 
@@ -190,27 +196,30 @@ def _asyncio(sessions: int) -> Callable[[], list[int]]:
     return lambda: asyncio.run(everything())
 
 
-def _cpu_seconds() -> float:
+def _cpu_seconds() -> tuple[float, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime, usage.ru_stime
 
 
 def child(variant: str, sessions: int, timeout: float | None = None) -> dict[str, float]:
-    """In the subprocess: run the variant once, return wall and CPU seconds and calls."""
+    """In the subprocess: run the variant once, return wall, CPU (user + system) and user
+    seconds, and calls."""
     if variant in ("tubeless", "baseline tubeless"):
         go = _tubeless(sessions, shared=False, timeout=timeout)
     elif variant in ("tubeless shared pool", "baseline tubeless shared pool"):
         go = _tubeless(sessions, shared=True, timeout=timeout)
-    elif variant == "threads + shared pool":
+    elif variant == FLOOR:
         go = _threads(sessions)
     else:
         go = _asyncio(sessions)
-    cpu, started = _cpu_seconds(), time.perf_counter()
+    (user, system), started = _cpu_seconds(), time.perf_counter()
     counts = go()
-    wall, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
+    wall, (user_after, system_after) = time.perf_counter() - started, _cpu_seconds()
     if counts != [TURNS * CALLS] * sessions:
         raise RuntimeError(f"{variant}: sessions made {sorted(set(counts))} calls")
-    return {"wall": wall, "cpu": cpu, "calls": float(sum(counts))}
+    user = user_after - user
+    cpu = user + system_after - system
+    return {"wall": wall, "cpu": cpu, "user": user, "calls": float(sum(counts))}
 
 
 def _command(variant: str, sessions: int, args: argparse.Namespace) -> tuple[list[str], Any]:
@@ -254,19 +263,41 @@ def measure(plan: Plan, args: argparse.Namespace) -> Figures:
             for variant in order:
                 result = once(variant, sessions, args)
                 if result is not None:
+                    result["repeat"] = float(repeat)
                     figures.setdefault((variant, sessions), []).append(result)
     return figures
 
 
 def summary(figures: Figures) -> dict[tuple[str, int], dict[str, float]]:
-    """Per variant and S: median wall over the ideal and median CPU microseconds per call."""
-    return {
+    """Per variant and S: median wall over the ideal, median CPU microseconds per call and
+    its user share; for tubeless variants, the paired CPU ratio to the floor (`paired`)."""
+    rows = {
         key: {
             "wallOverIdeal": median([r["wall"] for r in runs]) / IDEAL_SECONDS,
             "cpuUsPerCall": median([r["cpu"] / r["calls"] for r in runs]) * 1e6,
         }
         for key, runs in figures.items()
     }
+    for (variant, sessions), row in rows.items():
+        runs = figures[(variant, sessions)]
+        if all("user" in r for r in runs):  # peers report CPU only
+            row["userUsPerCall"] = median([r["user"] / r["calls"] for r in runs]) * 1e6
+        ratio = paired(figures, variant, sessions)
+        if ratio is not None and "tubeless" in variant:
+            row["cpuPairedOverFloor"] = ratio
+    return rows
+
+
+def paired(figures: Figures, variant: str, sessions: int) -> float | None:
+    """The median over repetitions of `variant`'s CPU per call over the thread floor's in
+    the same repetition, or `None` without a repetition that measured both."""
+    floor = {r.get("repeat"): r["cpu"] / r["calls"] for r in figures.get((FLOOR, sessions), [])}
+    ratios = [
+        r["cpu"] / r["calls"] / floor[r.get("repeat")]
+        for r in figures.get((variant, sessions), [])
+        if r.get("repeat") in floor
+    ]
+    return median(ratios) if ratios else None
 
 
 def format_sessions(figures: Figures, plan: Plan) -> list[str]:
@@ -274,17 +305,24 @@ def format_sessions(figures: Figures, plan: Plan) -> list[str]:
     rows = summary(figures)
     lines: list[str] = []
     for sessions in plan.sessions:
-        floor = rows.get(("threads + shared pool", sessions))
+        floor = rows.get((FLOOR, sessions))
         table = []
         for (variant, count), row in rows.items():
             if count != sessions:
                 continue
             versus = f"{row['cpuUsPerCall'] / floor['cpuUsPerCall']:.2f}x" if floor else "-"
-            table.append(
-                (variant, [f"{row['wallOverIdeal']:.1f}x", f"{row['cpuUsPerCall']:.0f}", versus])
-            )
+            pair = row.get("cpuPairedOverFloor")
+            cells = [
+                f"{row['wallOverIdeal']:.1f}x",
+                f"{row['cpuUsPerCall']:.0f}",
+                f"{row['userUsPerCall']:.0f}" if "userUsPerCall" in row else "-",
+                versus,
+                "-" if pair is None else f"{pair:.2f}x",
+            ]
+            table.append((variant, cells))
         title = f"S={sessions} sessions, ideal {IDEAL_SECONDS * 1e3:.0f} ms"
-        lines += format_table(title, "variant", ["wall/ideal", "CPU us/call", "CPU/floor"], table)
+        columns = ["wall/ideal", "CPU us/call", "user us/call", "CPU/floor", "paired"]
+        lines += format_table(title, "variant", columns, table)
         lines.append("")
     return lines[:-1]
 
@@ -296,7 +334,7 @@ def verdicts(figures: Figures, plan: Plan) -> list[Any]:
 
     rows, largest = summary(figures), plan.sessions[-1]
     shared = rows.get(("tubeless shared pool", largest))
-    floor = rows.get(("threads + shared pool", largest))
+    floor = rows.get((FLOOR, largest))
     if shared is None or floor is None:
         return []
     return [
@@ -309,7 +347,8 @@ def verdicts(figures: Figures, plan: Plan) -> list[Any]:
             target=f"{largest} sessions: tubeless (shared pool) CPU per call / thread floor",
             value=shared["cpuUsPerCall"] / floor["cpuUsPerCall"],
             limit=CPU_LIMIT,
-            detail=f"{shared['cpuUsPerCall']:.0f} us vs {floor['cpuUsPerCall']:.0f} us",
+            detail=f"{shared['cpuUsPerCall']:.0f} us vs {floor['cpuUsPerCall']:.0f} us; "
+            f"paired {shared.get('cpuPairedOverFloor', float('nan')):.2f}x",
         ),
     ]
 

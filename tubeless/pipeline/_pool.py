@@ -270,7 +270,10 @@ class _Batch:
         self._keep_going = keep_going
         self._pool = pool
         self._lock = threading.Lock()
-        self._idle: threading.Condition | None = None  # made when the caller must wait
+        # Held while the caller waits for busy helpers; the last of them releases it. A
+        # bare lock, made only when the caller must wait: a `Condition` would make a waiter
+        # lock per wait and take the batch's lock again on waking.
+        self._idle: threading.Lock | None = None
         self._cursor = iter(range(count))
         self._left = count
         self._spare = spare  # helpers that may still be started
@@ -301,10 +304,12 @@ class _Batch:
         """
         self._loop(helper=False)
         with self._lock:
-            while self._busy:
-                if self._idle is None:
-                    self._idle = threading.Condition(self._lock)
-                self._idle.wait()
+            idle = None
+            if self._busy:
+                idle = self._idle = threading.Lock()
+                idle.acquire()
+        if idle is not None:
+            idle.acquire()  # released by the last busy helper, once
         if self._error is not None:
             raise self._error
 
@@ -386,4 +391,4 @@ class _Batch:
         caller, which waits for all of them, so it wakes once rather than per helper."""
         self._busy -= 1
         if not self._busy and self._idle is not None:
-            self._idle.notify()
+            self._idle.release()
