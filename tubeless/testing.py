@@ -62,11 +62,14 @@ class MemoryTraceSink:
             TraceRecordError: when `record` is not a valid trace record.
             TraceSinkError: when the sink is closed, or `fail_after` records were taken.
         """
-        if type(record) is not _TraceRecord:
-            # A run's own record passes both at once (checked as built, never changed):
-            # every record of a traced run comes here, so they are not even called.
-            trace.validate_record(record)
-            record = _kept_record(record)
+        if type(record) is _TraceRecord and not self.closed and self._fail_after is None:
+            # A run's own record passes `validate_record` and `kept_record` at once (it
+            # was checked as it was built and never changes), and with nothing to refuse
+            # one `append` (atomic) keeps it: every record of a traced run comes here.
+            self._records.append(record)
+            return
+        trace.validate_record(record)
+        record = _kept_record(record)
         with self._lock:
             if self.closed or self._fail_after is not None:
                 self._refuse()
