@@ -103,9 +103,10 @@ class ChildRunTracker:
             progress = record["payload"].get("progress")
             if progress is not None:
                 self._progress[step_id] = progress
-                setbacks = sum(
-                    1 for row in progress.get("details", ()) if row.get("status") in _SETBACKS
-                )
+                setbacks = 0
+                for row in progress.get("details", ()):
+                    if row.get("status") in _SETBACKS:
+                        setbacks += 1
                 urgent = setbacks > self._setbacks.get(step_id, 0)
                 self._setbacks[step_id] = setbacks
         elif name in _TERMINAL:
@@ -355,7 +356,8 @@ class IterationProgress:
         self._status = status
         self.publish(status in _SETBACKS)
         # A settled group never changes: its rows are checked once, not in every snapshot.
-        group = [checked_row(self._group_row()), *self._setback_rows()]
+        # The group row is in wire form when the unit is (as in every snapshot's rows).
+        group = [checked_row(self._group_row(), wire=self._plain_unit), *self._setback_rows()]
         self._settled.append(group)
         self._settled_rows += len(group)
         self._settled_flat += group

@@ -506,9 +506,13 @@ def detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def checked_row(row: Mapping[str, Any]) -> CheckedRow:
-    """`detail_row(row)` kept as a `CheckedRow`, for a row that goes out many times."""
-    checked = CheckedRow(detail_row(row))
+def checked_row(row: Mapping[str, Any], *, wire: bool = False) -> CheckedRow:
+    """`detail_row(row)` kept as a `CheckedRow`, for a row that goes out many times.
+
+    `wire` says a library tracker built `row` in wire form already (as a `WireRows` row):
+    it is kept as it is, `detail_row` would return it unchanged.
+    """
+    checked = CheckedRow(row if wire else detail_row(row))
     checked.chars = _row_chars(checked)
     return checked
 
