@@ -590,7 +590,8 @@ def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> di
 
     Strings are cut to 4096 characters; names may hold 256, and at most 128 attributes.
     """
-    if (
+    # A plain `int` (every caller's) first; then any int but a bool.
+    if not (type(attempt) is int and 1 <= attempt < _FLOAT_SAFE) and (
         isinstance(attempt, bool)
         or not isinstance(attempt, int)
         or not 1 <= attempt < _FLOAT_SAFE  # one a JSON line can hold
