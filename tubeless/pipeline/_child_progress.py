@@ -151,6 +151,9 @@ class ChildRunTracker:
         Unlike `rows`, it looks inside settled steps too: a batch of calls completes
         although a call in it failed.
         """
+        if not any(self._setbacks.values()):
+            # Each step's count of failed and cancelled rows in its latest progress.
+            return []
         rows: list[Row] = []
         for step_id in self._order:
             progress = self._progress.get(step_id)
