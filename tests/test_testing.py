@@ -10,7 +10,8 @@ import pytest
 
 from tubeless.agent import define_agent, define_tool
 from tubeless.errors import TraceRecordError, TraceSinkError
-from tubeless.testing import MemoryTraceSink, ScriptedDecide, scripted_decide
+from tubeless.pipeline import create_steps, define_pipeline
+from tubeless.testing import MemoryTraceSink, RecordingLogger, ScriptedDecide, scripted_decide
 
 
 def _record(message: str) -> dict[str, Any]:
@@ -82,6 +83,48 @@ def test_memory_sink_is_thread_safe() -> None:
     for thread in threads:
         thread.join()
     assert len(sink.records) == 2000
+
+
+def _small_pipeline() -> Any:
+    step = create_steps()
+    return define_pipeline(id="small", steps=[step("only", run=lambda inputs, context: 1)])
+
+
+def test_memory_sink_keeps_runs_records_from_many_threads_in_order() -> None:
+    """Runs on eight threads into one sink: every record of each is kept, each run's in order."""
+    sink = MemoryTraceSink()
+    pipeline = _small_pipeline()
+    barrier = threading.Barrier(8)
+
+    def run() -> None:
+        barrier.wait()
+        for _ in range(25):
+            pipeline.run(context={"tracing": sink})
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    by_run: dict[str, list[str]] = {}
+    for record in sink.records:
+        by_run.setdefault(record["runId"], []).append(record["name"])
+    assert len(by_run) == 200
+    names = {tuple(names) for names in by_run.values()}
+    assert len(names) == 1
+    (order,) = names
+    assert order[0] == "pipeline.started" and order[-1] == "pipeline.completed"
+
+
+def test_memory_sink_refuses_a_runs_records_after_close() -> None:
+    """A closed sink refuses a run's records too: the run completes, warns, and none is kept."""
+    sink = MemoryTraceSink()
+    sink.close()
+    log = RecordingLogger()
+    run = _small_pipeline().run(context={"tracing": sink, "log": log})
+    assert run.status == "completed"
+    assert sink.records == []
+    assert any("closed" in message for message in log.messages("warning"))
 
 
 # -- scripted_decide: test agents without a model by replaying decisions ------------

@@ -103,9 +103,10 @@ class ChildRunTracker:
             progress = record["payload"].get("progress")
             if progress is not None:
                 self._progress[step_id] = progress
-                setbacks = sum(
-                    1 for row in progress.get("details", ()) if row.get("status") in _SETBACKS
-                )
+                setbacks = 0
+                for row in progress.get("details", ()):
+                    if row.get("status") in _SETBACKS:
+                        setbacks += 1
                 urgent = setbacks > self._setbacks.get(step_id, 0)
                 self._setbacks[step_id] = setbacks
         elif name in _TERMINAL:
@@ -150,6 +151,9 @@ class ChildRunTracker:
         Unlike `rows`, it looks inside settled steps too: a batch of calls completes
         although a call in it failed.
         """
+        if not any(self._setbacks.values()):
+            # Each step's count of failed and cancelled rows in its latest progress.
+            return []
         rows: list[Row] = []
         for step_id in self._order:
             progress = self._progress.get(step_id)
@@ -355,7 +359,8 @@ class IterationProgress:
         self._status = status
         self.publish(status in _SETBACKS)
         # A settled group never changes: its rows are checked once, not in every snapshot.
-        group = [checked_row(self._group_row()), *self._setback_rows()]
+        # The group row is in wire form when the unit is (as in every snapshot's rows).
+        group = [checked_row(self._group_row(), wire=self._plain_unit), *self._setback_rows()]
         self._settled.append(group)
         self._settled_rows += len(group)
         self._settled_flat += group

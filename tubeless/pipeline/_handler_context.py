@@ -270,7 +270,7 @@ class StepContext(ExecutionContext):
         attempt_id: this attempt's id (`<run id>:attempt:<n>`).
     """
 
-    __slots__ = ("_active", "_last_progress_ms", "_pending", "attempt_id")
+    __slots__ = ("_active", "_last_progress_ms", "_offered", "_pending", "attempt_id")
 
     def __init__(self, scope: RunScope, step_id: str, attempt_id: str) -> None:
         super().__init__(scope, step_id)
@@ -278,6 +278,8 @@ class StepContext(ExecutionContext):
         self._active = True
         self._last_progress_ms: int | None = None
         self._pending: ProgressSource | None = None
+        self._offered = False
+        """Set by `offer_progress` before it reads `_active` (see `close`)."""
 
     def _attempt_id_or_none(self) -> str | None:
         return self.attempt_id
@@ -285,9 +287,14 @@ class StepContext(ExecutionContext):
     def close(self) -> None:
         """Send the latest held-back progress, then stop accepting progress (settled)."""
         channel = self._scope.services.channel
-        if channel is None:
+        if channel is None or not self._offered:
+            # Most attempts never report progress: then nothing is held and the tree's
+            # lock is not taken. An offer racing this sets `_offered` before it reads
+            # `_active`, so either it sees the attempt closed, or it is seen here and
+            # waited for under the lock.
             self._active = False
-            return
+            if channel is None or not self._offered:
+                return
         with channel.lock:
             channel.held.drop(self)
             pending, self._pending = self._pending, None
@@ -328,6 +335,7 @@ class StepContext(ExecutionContext):
         An `urgent` report (a failure, a new iteration) goes out at once, whatever the
         interval: throttling may merge updates but must not hold those back.
         """
+        self._offered = True
         now = None
         pending = self._pending
         if pending is not None and not urgent and pending == source and self._active:
@@ -498,9 +506,13 @@ def detail_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def checked_row(row: Mapping[str, Any]) -> CheckedRow:
-    """`detail_row(row)` kept as a `CheckedRow`, for a row that goes out many times."""
-    checked = CheckedRow(detail_row(row))
+def checked_row(row: Mapping[str, Any], *, wire: bool = False) -> CheckedRow:
+    """`detail_row(row)` kept as a `CheckedRow`, for a row that goes out many times.
+
+    `wire` says a library tracker built `row` in wire form already (as a `WireRows` row):
+    it is kept as it is, `detail_row` would return it unchanged.
+    """
+    checked = CheckedRow(row if wire else detail_row(row))
     checked.chars = _row_chars(checked)
     return checked
 
@@ -578,7 +590,8 @@ def attempt_payload(attempt: int, attributes: Mapping[str, object] | None) -> di
 
     Strings are cut to 4096 characters; names may hold 256, and at most 128 attributes.
     """
-    if (
+    # A plain `int` (every caller's) first; then any int but a bool.
+    if not (type(attempt) is int and 1 <= attempt < _FLOAT_SAFE) and (
         isinstance(attempt, bool)
         or not isinstance(attempt, int)
         or not 1 <= attempt < _FLOAT_SAFE  # one a JSON line can hold
