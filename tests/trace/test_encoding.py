@@ -170,3 +170,33 @@ def test_a_shared_row_in_a_list_is_encoded_once_for_every_payload_holding_it() -
     cycle.append(cycle)
     with pytest.raises(ValueError, match="Circular reference detected"):
         payload_json({"payload": {"rows": cycle}})
+
+
+@pytest.mark.parametrize(
+    "shared",
+    [
+        {"pipelineId": "p", "runId": "r", "parentRunId": None, "itemKey": 'k "é"'},
+        {"pipelineId": "p", "runId": "r", "iteration": {"runId": "r0", "index": 2}},
+        {"pipelineId": "p", 7: "an int key", True: [1.5, None]},
+    ],
+)
+def test_a_head_of_any_shared_fields_starts_lines_as_json_dumps_does(
+    shared: dict[Any, Any],
+) -> None:
+    """Shared fields of every JSON type, and keys that are not strings, read as `json.dumps`."""
+    head = RecordHead(shared)
+    for name in ("pipeline.started", "step.complete"):
+        record = head.record(name)
+        record["timestampMs"] = 1
+        record["payload"] = {}
+        assert encode(record).line == _plain_line(dict(record))
+
+
+def test_a_shared_object_held_by_a_payload_is_encoded_once() -> None:
+    """A `SharedPayload` inside a payload's object reuses its text, as one in a list does."""
+    inner = SharedPayload(id="turn-1", steps=["a"])
+    first = payload_json({"payload": {"group": inner, "n": 1}})
+    inner["steps"] = ["edited"]  # a shared object must not change; its text shows it was kept
+    later = payload_json({"payload": {"group": inner}})
+    assert first == '{"group":{"id":"turn-1","steps":["a"]},"n":1}'
+    assert later == '{"group":{"id":"turn-1","steps":["a"]}}'

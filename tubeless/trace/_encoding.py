@@ -79,7 +79,11 @@ _KEY_TEXTS: dict[str, str] = {}
 """`,"key":` for the field names encoded so far: a record's own and a flat payload's."""
 _RUN_STRING_LIMIT = 256
 """At most this many string values' JSON kept per run."""
-_NAME_TEXTS = {name: f'"name":{_encode(name)},' for name in TRACE_RECORD_NAMES}
+_STARTS = {
+    name: f'{{"version":{TRACE_VERSION},"name":{_encode(name)},' for name in TRACE_RECORD_NAMES
+}
+"""Each record kind's line start, up to its shared fields (a record of another version or
+name is encoded whole)."""
 
 
 class EncodedRecord(NamedTuple):
@@ -160,17 +164,28 @@ class RecordHead:
         record._encoded = None  # set: reading an unset slot raises inside `getattr`
         return record
 
+    def _shared_json(self) -> str:
+        """The shared fields' JSON members, put together from each one's (no encoder to set
+        up: every child run, a tool call's included, has a head of its own)."""
+        shared = itertools.islice(self._fields.items(), 2, None)
+        parts = []
+        for key, value in shared:
+            if type(key) is not str:
+                return _encode(dict(itertools.islice(self._fields.items(), 2, None)))[1:-1]
+            parts.append(_KEY_TEXTS.get(key) or _key_text(key))
+            parts.append("null" if value is None else json_text(value))
+        return "".join(parts)[1:]
+
     def encode(self, record: TraceRecord) -> EncodedRecord:
         """`record`'s text, from the head's JSON and each own field's."""
         shared = self._json
         if shared is None:
-            fields = dict(itertools.islice(self._fields.items(), 2, None))
-            shared = self._json = _encode(fields)[1:-1]
+            shared = self._json = self._shared_json()
         payload_text = _payload_text(record["payload"])
-        version, name = record["version"], record["name"]
-        if type(version) is not int or name not in _NAME_TEXTS or not shared:
+        version, start = record["version"], _STARTS.get(record["name"])
+        if start is None or type(version) is not int or version != TRACE_VERSION or not shared:
             return _encoded(_encode(record) + "\n", payload_text)
-        parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared]
+        parts = [start, shared]
         append, keys, strings = parts.append, _KEY_TEXTS, self._string_texts
         for key, value in itertools.islice(record.items(), self._count, None):
             append(keys.get(key) or _key_text(key))
@@ -210,9 +225,13 @@ def encode(record: Mapping[str, Any]) -> EncodedRecord:
     """
     if type(record) is not TraceRecord:
         return _encoded(_encode(record) + "\n", _payload_text(record["payload"]))
-    encoded: EncodedRecord | None = getattr(record, "_encoded", None)
+    try:
+        encoded = record._encoded
+        head: RecordHead | None = record._head
+    except AttributeError:  # made as a `TraceRecord`, not by `RecordHead.record`
+        encoded = getattr(record, "_encoded", None)
+        head = getattr(record, "_head", None)
     if encoded is None:
-        head: RecordHead | None = getattr(record, "_head", None)
         if head is None:
             encoded = _encoded(_encode(record) + "\n", _payload_text(record["payload"]))
         else:
@@ -235,18 +254,40 @@ def _shared_text(shared: SharedPayload) -> str:
 
 
 def _other_text(value: Any) -> str:
-    """`_encode(value)`; a list's reuses the JSON of the `SharedPayload`s it holds."""
-    if not isinstance(value, list):
-        return _encode(value)
-    for item in value:
+    """`_encode(value)`; a list's and a `SharedPayload`'s reuse the JSON of those they hold."""
+    if type(value) is list:
+        return _list_text(value)
+    if isinstance(value, SharedPayload):
+        return _shared_text(value)
+    return _encode(value)
+
+
+def _list_text(value: list[Any]) -> str:
+    """`_encode(value)`, each `SharedPayload` item's JSON reused, each run of others
+    encoded at once (the stdlib's encoder costs about one small dict's text to set up)."""
+    texts: list[str] = []
+    start = 0
+    for index, item in enumerate(value):
         if isinstance(item, SharedPayload):
-            break
-    else:
+            if start < index:
+                texts.append(_items_text(value[start:index]))
+            try:
+                texts.append(item._json)
+            except AttributeError:
+                texts.append(_shared_text(item))
+            start = index + 1
+    if not start:
         return _encode(value)
-    texts = [
-        _shared_text(item) if isinstance(item, SharedPayload) else json_text(item) for item in value
-    ]
+    if start < len(value):
+        texts.append(_items_text(value[start:]))
     return "[" + ",".join(texts) + "]"
+
+
+def _items_text(items: list[Any]) -> str:
+    """The JSON of `items` without its brackets."""
+    if len(items) == 1:
+        return json_text(items[0])
+    return _encode(items)[1:-1]
 
 
 def json_text(value: Any) -> str:
