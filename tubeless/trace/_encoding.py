@@ -310,10 +310,11 @@ def _payload_text(payload: Any) -> str:
 
 
 def _shared_text(shared: SharedPayload) -> str:
-    text: str | None = getattr(shared, "_json", None)
-    if text is None:
+    try:
+        return shared._json
+    except AttributeError:  # not encoded yet
         text = shared._json = _encode(shared)
-    return text
+        return text
 
 
 def _other_text(value: Any) -> str:
@@ -336,10 +337,7 @@ def _list_text(value: list[Any]) -> str:
         if isinstance(item, SharedPayload):
             if start < index:
                 texts.append(_items_text(value[start:index]))
-            try:
-                texts.append(item._json)
-            except AttributeError:
-                texts.append(_shared_text(item))
+            texts.append(_shared_text(item))
             start = index + 1
     if not start:
         return "[" + json_text(value[0]) + "]" if len(value) == 1 else _encode(value)
