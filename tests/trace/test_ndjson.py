@@ -432,3 +432,65 @@ def test_cached_parts_of_later_runs_stay_byte_identical(tmp_path: Path) -> None:
         for record, line in zip(memory.records, lines, strict=True):
             assert line == _line(dict(record)) + "\n"
             assert payload_json(record) == _line(record["payload"])
+
+
+def test_a_long_iterating_step_writes_its_settled_groups_byte_for_byte(tmp_path: Path) -> None:
+    """Past 31 turns, with failed calls kept under their groups, lines stay plain JSON.
+
+    An agent's turn loop keeps its settled groups' joined JSON as groups settle and the
+    oldest leave; every progress line it writes still reads as `json.dumps` gives it.
+    """
+    from tubeless import ToolError
+    from tubeless.agent import define_agent, define_tool
+    from tubeless.testing import MemoryTraceSink
+    from tubeless.trace import compose_sinks
+    from tubeless.trace.lowlevel import RowsWithShared
+
+    def run_tool(value: Any, context: Any) -> str:
+        if value["fail"]:
+            raise ToolError("BROKEN", "nö")
+        return "ok"
+
+    tool = define_tool(
+        description="Echo",
+        input_schema={"type": "object"},
+        output_schema={"type": "string"},
+        run=run_tool,
+    )
+    turns = iter(range(100))
+
+    def decide(state: Any, context: Any) -> dict[str, Any]:
+        turn = next(turns)
+        if turn == 40:
+            return {"kind": "finish", "result": state}
+        calls = [
+            {"id": f"c-{turn}-{index}", "tool": "echo", "input": {"fail": turn % 7 == index}}
+            for index in range(2)
+        ]
+        return {"kind": "continue", "calls": calls}
+
+    agent = define_agent(
+        id="long-é",
+        input_schema={"type": "object"},
+        result_schema={"type": "object"},
+        initial_state=lambda options: {},
+        decide=decide,
+        reduce=lambda state, outcomes: state,
+        tools={"echo": tool},
+        limits={"max_turns": 50, "max_calls": 200, "max_decisions": 50},
+    )
+    path = tmp_path / "run.ndjson"
+    memory = MemoryTraceSink()
+    with NdjsonTraceSink(path) as sink:
+        run = agent.run({}, context={"tracing": compose_sinks(sink, memory)})
+    assert run.status == "completed", run.errors
+    lines = path.read_text("utf-8").splitlines(keepends=True)
+    shared_lists = 0
+    for record, line in zip(memory.records, lines, strict=True):
+        assert line == _line(dict(record)) + "\n"
+        details = record["payload"].get("progress", {}).get("details")
+        if isinstance(details, RowsWithShared) and details.shared is not None:
+            shared_lists += 1
+    assert shared_lists > 35
+    assert any('"name":"10 earlier turns"' in line for line in lines)
+    assert any('"status":"failed","depth":2' in line for line in lines)

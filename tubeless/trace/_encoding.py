@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -24,7 +24,9 @@ __all__ = [
     "TRACE_VERSION",
     "EncodedRecord",
     "RecordHead",
+    "RowsWithShared",
     "SharedPayload",
+    "SharedRows",
     "TraceRecord",
     "encode",
     "json_text",
@@ -79,7 +81,11 @@ _KEY_TEXTS: dict[str, str] = {}
 """`,"key":` for the field names encoded so far: a record's own and a flat payload's."""
 _RUN_STRING_LIMIT = 256
 """At most this many string values' JSON kept per run."""
-_NAME_TEXTS = {name: f'"name":{_encode(name)},' for name in TRACE_RECORD_NAMES}
+_STARTS = {
+    name: f'{{"version":{TRACE_VERSION},"name":{_encode(name)},' for name in TRACE_RECORD_NAMES
+}
+"""Each record kind's line start, up to its shared fields (a record of another version or
+name is encoded whole)."""
 
 
 class EncodedRecord(NamedTuple):
@@ -109,6 +115,61 @@ class SharedPayload(dict[str, Any]):
     _json: str
 
 
+class SharedRows(list[SharedPayload]):
+    """Rows sent unchanged, in this order, inside many lists: their JSON is joined once.
+
+    An iterating step's settled groups go out again in every later snapshot of its
+    progress. Its tracker keeps them in one `SharedRows`, changed only by `slide` (rows
+    come at the end and leave at the front), and each snapshot copies them into its own
+    list, a `RowsWithShared` that says where. The joined JSON of the rows a sink last
+    encoded is kept, and `slide` carries it along, so a snapshot's text is that text and
+    the few rows around it, not every row again.
+    """
+
+    __slots__ = ("_text",)
+
+    def __init__(self, rows: Iterable[SharedPayload] = ()) -> None:
+        super().__init__(rows)
+        self._text: tuple[SharedPayload, int, str] | None = None
+        """The first row, the row count and the joined JSON of rows a sink encoded.
+
+        Rows only come at the end and leave at the front, so a first row and a count name
+        one set of rows. The triple is replaced whole, never changed: a reader on another
+        thread sees one that holds together."""
+
+    def slide(self, added: Iterable[SharedPayload], *, dropped: int = 0) -> None:
+        """Drop the first `dropped` rows and add `added` at the end (one thread at a time)."""
+        added = list(added)
+        kept = self._text
+        text = None
+        if kept is not None and self and kept[0] is self[0] and kept[1] == len(self):
+            text = kept[2]
+            if dropped:
+                text = text[sum(len(_shared_text(row)) + 1 for row in self[:dropped]) :]
+            texts = list(map(_shared_text, added))
+            text = ",".join([text, *texts] if text else texts)
+        del self[:dropped]
+        self += added
+        self._text = (self[0], len(self), text) if text and self else None
+
+
+class RowsWithShared(list[Any]):
+    """A payload's list whose items `shared_at` to `shared_end` may be a `SharedRows`' rows.
+
+    Its JSON takes their text from `shared` whole and encodes only the items around them.
+    Only the library makes these (an iterating step's progress snapshot, which copies
+    its settled rows in at once), so the items there are `shared`'s rows as they were.
+    """
+
+    __slots__ = ("shared", "shared_at", "shared_end")
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        super().__init__(items)
+        self.shared: SharedRows | None = None
+        self.shared_at = 0
+        self.shared_end = 0
+
+
 class TraceRecord(dict[str, Any]):
     """A record a run built and already checked, so sinks need not check it again.
 
@@ -136,8 +197,9 @@ class RecordHead:
         self._count = len(self._fields)
         self._json: str | None = None
         """The shared fields' JSON members, `"pipelineId":...,"runId":...`."""
-        self._field_texts: dict[str, str] = {}
-        self._string_texts: dict[str, str] = {}
+        # Made when first used: a run traced into memory alone never needs them.
+        self._field_texts: dict[str, str] | None = None
+        self._string_texts: dict[str, str] | None = None
         """The JSON of string values the run's records repeat (step and attempt ids)."""
 
     @property
@@ -147,9 +209,12 @@ class RecordHead:
 
     def field_json(self, key: str) -> str:
         """The compact JSON of the shared field `key`, encoded once for the run."""
-        text = self._field_texts.get(key)
+        texts = self._field_texts
+        if texts is None:
+            texts = self._field_texts = {}
+        text = texts.get(key)
         if text is None:
-            text = self._field_texts[key] = json_text(self._fields[key])
+            text = texts[key] = json_text(self._fields[key])
         return text
 
     def record(self, name: str) -> TraceRecord:
@@ -160,18 +225,31 @@ class RecordHead:
         record._encoded = None  # set: reading an unset slot raises inside `getattr`
         return record
 
+    def _shared_json(self) -> str:
+        """The shared fields' JSON members, put together from each one's (no encoder to set
+        up: every child run, a tool call's included, has a head of its own)."""
+        shared = itertools.islice(self._fields.items(), 2, None)
+        parts = []
+        for key, value in shared:
+            if type(key) is not str:
+                return _encode(dict(itertools.islice(self._fields.items(), 2, None)))[1:-1]
+            parts.append(_KEY_TEXTS.get(key) or _key_text(key))
+            parts.append("null" if value is None else json_text(value))
+        return "".join(parts)[1:]
+
     def encode(self, record: TraceRecord) -> EncodedRecord:
         """`record`'s text, from the head's JSON and each own field's."""
         shared = self._json
         if shared is None:
-            fields = dict(itertools.islice(self._fields.items(), 2, None))
-            shared = self._json = _encode(fields)[1:-1]
+            shared = self._json = self._shared_json()
         payload_text = _payload_text(record["payload"])
-        version, name = record["version"], record["name"]
-        if type(version) is not int or name not in _NAME_TEXTS or not shared:
+        version, start = record["version"], _STARTS.get(record["name"])
+        if start is None or type(version) is not int or version != TRACE_VERSION or not shared:
             return _encoded(_encode(record) + "\n", payload_text)
-        parts = ['{"version":', int.__repr__(version), ",", _NAME_TEXTS[name], shared]
+        parts = [start, shared]
         append, keys, strings = parts.append, _KEY_TEXTS, self._string_texts
+        if strings is None:
+            strings = self._string_texts = {}
         for key, value in itertools.islice(record.items(), self._count, None):
             append(keys.get(key) or _key_text(key))
             kind = type(value)
@@ -210,9 +288,13 @@ def encode(record: Mapping[str, Any]) -> EncodedRecord:
     """
     if type(record) is not TraceRecord:
         return _encoded(_encode(record) + "\n", _payload_text(record["payload"]))
-    encoded: EncodedRecord | None = getattr(record, "_encoded", None)
+    try:
+        encoded = record._encoded
+        head: RecordHead | None = record._head
+    except AttributeError:  # made as a `TraceRecord`, not by `RecordHead.record`
+        encoded = getattr(record, "_encoded", None)
+        head = getattr(record, "_head", None)
     if encoded is None:
-        head: RecordHead | None = getattr(record, "_head", None)
         if head is None:
             encoded = _encoded(_encode(record) + "\n", _payload_text(record["payload"]))
         else:
@@ -228,25 +310,70 @@ def _payload_text(payload: Any) -> str:
 
 
 def _shared_text(shared: SharedPayload) -> str:
-    text: str | None = getattr(shared, "_json", None)
-    if text is None:
+    try:
+        return shared._json
+    except AttributeError:  # not encoded yet
         text = shared._json = _encode(shared)
-    return text
+        return text
 
 
 def _other_text(value: Any) -> str:
-    """`_encode(value)`; a list's reuses the JSON of the `SharedPayload`s it holds."""
-    if not isinstance(value, list):
-        return _encode(value)
-    for item in value:
+    """`_encode(value)`; a list's and a `SharedPayload`'s reuse the JSON of those they hold."""
+    if type(value) is list:
+        return _list_text(value)
+    if isinstance(value, RowsWithShared):
+        return _rows_with_shared_text(value)
+    if isinstance(value, SharedPayload):
+        return _shared_text(value)
+    return _encode(value)
+
+
+def _list_text(value: list[Any]) -> str:
+    """`_encode(value)`, each `SharedPayload` item's JSON reused, each run of others
+    encoded at once (the stdlib's encoder costs about one small dict's text to set up)."""
+    texts: list[str] = []
+    start = 0
+    for index, item in enumerate(value):
         if isinstance(item, SharedPayload):
-            break
-    else:
-        return _encode(value)
-    texts = [
-        _shared_text(item) if isinstance(item, SharedPayload) else json_text(item) for item in value
-    ]
+            if start < index:
+                texts.append(_items_text(value[start:index]))
+            texts.append(_shared_text(item))
+            start = index + 1
+    if not start:
+        return "[" + json_text(value[0]) + "]" if len(value) == 1 else _encode(value)
+    if start < len(value):
+        texts.append(_items_text(value[start:]))
     return "[" + ",".join(texts) + "]"
+
+
+def _rows_with_shared_text(value: RowsWithShared) -> str:
+    """`_list_text(value)`, the shared rows' joined text reused when a sink made it already."""
+    shared, at, end = value.shared, value.shared_at, value.shared_end
+    if shared is None or not 0 <= at < end <= len(value):
+        return _list_text(value)
+    kept = shared._text
+    if kept is not None and kept[0] is value[at] and kept[1] == end - at:
+        text = kept[2]
+    else:
+        rows = value[at:end]
+        for row in rows:
+            if not isinstance(row, SharedPayload):
+                return _list_text(value)
+        text = ",".join(map(_shared_text, rows))
+        shared._text = (rows[0], len(rows), text)
+    texts = [text]
+    if at:
+        texts.insert(0, _list_text(value[:at])[1:-1])
+    if end < len(value):
+        texts.append(_list_text(value[end:])[1:-1])
+    return "[" + ",".join(texts) + "]"
+
+
+def _items_text(items: list[Any]) -> str:
+    """The JSON of `items` without its brackets."""
+    if len(items) == 1:
+        return json_text(items[0])
+    return _encode(items)[1:-1]
 
 
 def json_text(value: Any) -> str:
