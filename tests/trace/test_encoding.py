@@ -9,14 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tubeless.trace._encoding import (
-    RecordHead,
-    RowsWithShared,
-    SharedPayload,
-    SharedRows,
-    encode,
-    payload_json,
-)
+from tubeless.trace._encoding import RecordHead, SharedPayload, encode, payload_json
 
 
 def _plain_line(record: dict[str, Any]) -> str:
@@ -207,43 +200,3 @@ def test_a_shared_object_held_by_a_payload_is_encoded_once() -> None:
     later = payload_json({"payload": {"group": inner}})
     assert first == '{"group":{"id":"turn-1","steps":["a"]},"n":1}'
     assert later == '{"group":{"id":"turn-1","steps":["a"]}}'
-
-
-def _snapshot(shared: SharedRows, live: list[Any]) -> RowsWithShared:
-    """A snapshot's list as an iterating step makes it: a leading row, `shared`, `live`."""
-    rows = RowsWithShared([{"id": "earlier", "name": "2 earlier"}])
-    rows.shared_at = len(rows)
-    rows += shared
-    rows.shared, rows.shared_end = shared, len(rows)
-    rows += live
-    return rows
-
-
-def test_shared_rows_slide_and_every_snapshot_encodes_as_json_dumps() -> None:
-    """Rows added and dropped after a sink encoded them keep giving `json.dumps`'s text."""
-    shared = SharedRows()
-    sent = []
-    for turn in range(12):
-        group = [SharedPayload(id=f"turn-{turn}", name=f"tür {turn}")]
-        if turn % 4 == 3:
-            group.append(SharedPayload(id=f"turn-{turn}/c", status="failed"))
-        shared.slide(group, dropped=len(shared) - 5 if len(shared) > 5 else 0)
-        for live in ([], [{"id": "now", "status": "running", "completed": 1.5}]):
-            rows = _snapshot(shared, live)
-            sent.append((rows, json.dumps(list(rows), separators=(",", ":"), ensure_ascii=False)))
-            assert payload_json({"payload": {"details": rows}}) == f'{{"details":{sent[-1][1]}}}'
-    assert shared._text is not None and shared._text[1] == len(shared)
-    # An earlier snapshot's rows are named by their own first row and count, not the latest.
-    for rows, expected in sent[::5]:
-        assert payload_json({"payload": {"details": rows}}) == f'{{"details":{expected}}}'
-
-
-def test_a_list_whose_shared_place_does_not_hold_shared_rows_is_encoded_item_by_item() -> None:
-    """A place that holds plain rows, or lies outside the list, falls back to each item."""
-    shared = SharedRows([SharedPayload(id="a")])
-    rows = RowsWithShared([{"id": "plain"}, SharedPayload(id="b")])
-    rows.shared, rows.shared_at, rows.shared_end = shared, 0, 2
-    assert payload_json({"payload": {"d": rows}}) == '{"d":[{"id":"plain"},{"id":"b"}]}'
-    rows.shared_at, rows.shared_end = 1, 5
-    assert payload_json({"payload": {"d": rows}}) == '{"d":[{"id":"plain"},{"id":"b"}]}'
-    assert shared._text is None

@@ -20,7 +20,6 @@ from tubeless.pipeline._handler_context import (
 )
 from tubeless.pipeline._plan import PipelinePlan
 from tubeless.trace import TRACE_LIST_LIMIT, TRACE_STRING_LIMIT
-from tubeless.trace.lowlevel import SharedRows
 
 DETAIL_GROUP_LIMIT = 32
 _TERMINAL = {
@@ -341,7 +340,7 @@ class IterationProgress:
         """Each settled group's rows: its own row, then its setback rows; oldest first."""
         self._settled_rows = 0
         """How many rows `_settled` holds in all."""
-        self._settled_flat = SharedRows()
+        self._settled_flat: list[CheckedRow] = []
         """`_settled`'s rows in one list, oldest first (what a snapshot showing all takes)."""
         self._settled_chars = 0
         """The characters `_details_surely_fit` counts in `_settled_flat`."""
@@ -364,15 +363,14 @@ class IterationProgress:
         group = [checked_row(self._group_row(), wire=self._plain_unit), *self._setback_rows()]
         self._settled.append(group)
         self._settled_rows += len(group)
+        self._settled_flat += group
         self._settled_chars += sum(row.chars for row in group)
-        dropped = 0
         if len(self._settled) > DETAIL_GROUP_LIMIT - 1:
             oldest = self._settled.pop(0)
-            dropped = len(oldest)
-            self._settled_rows -= dropped
+            self._settled_rows -= len(oldest)
+            del self._settled_flat[: len(oldest)]
             self._settled_chars -= sum(row.chars for row in oldest)
             self._dropped += 1
-        self._settled_flat.slide(group, dropped=dropped)
         self._tracker = None
 
     def _setback_rows(self) -> list[CheckedRow]:
@@ -417,12 +415,10 @@ class IterationProgress:
             for group in self._settled[len(self._settled) - shown :]:
                 rows += group
             return
-        start = len(rows)
-        rows += self._settled_flat  # at once: a `slide` meanwhile shows in none of them
+        rows += self._settled_flat
         if type(rows) is WireRows:
             # Counted as they settled: `_details_surely_fit` skips them.
             rows.counted = len(rows)
-            rows.shared, rows.shared_at, rows.shared_end = self._settled_flat, start, len(rows)
             rows.counted_chars = self._settled_chars + (_row_chars(rows[0]) if hidden else 0)
 
     def _snapshot(self) -> Progress:

@@ -24,13 +24,7 @@ from tubeless.trace import (
     TRACE_MESSAGE_LIMIT,
     TRACE_STRING_LIMIT,
 )
-from tubeless.trace.lowlevel import (
-    TRACE_ATTRIBUTE_LIMIT,
-    RowsWithShared,
-    SharedPayload,
-    bounded_text,
-    json_bytes,
-)
+from tubeless.trace.lowlevel import TRACE_ATTRIBUTE_LIMIT, SharedPayload, bounded_text, json_bytes
 
 _LOGGER = logging.getLogger("tubeless")
 
@@ -434,7 +428,7 @@ class CheckedRow(SharedPayload):
     chars: int
 
 
-class WireRows(RowsWithShared):
+class WireRows(list[dict[str, Any]]):
     """Detail rows a library tracker built already in wire form, taken without a check.
 
     Every row is a fresh plain `dict` as `detail_row` would return it (a non-empty id
@@ -444,9 +438,7 @@ class WireRows(RowsWithShared):
 
     `counted` leading rows are already counted for `_details_surely_fit`: they hold
     `counted_chars` characters as it counts them (a tracker's settled groups, counted as
-    they settle rather than in every snapshot). When `shared` is set, the rows from
-    `shared_at` on are its rows (those settled groups, their JSON joined once): the
-    payload then takes this list itself, made for its snapshot alone, not a copy.
+    they settle rather than in every snapshot).
     """
 
     __slots__ = ("counted", "counted_chars")
@@ -544,8 +536,6 @@ def _details_surely_fit(rows: list[dict[str, Any]]) -> bool:
 
 def _bounded_details(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if len(rows) <= TRACE_LIST_LIMIT and _details_surely_fit(rows):
-        if type(rows) is WireRows and rows.shared is not None:
-            return rows  # made for this snapshot alone: it carries its settled rows' JSON
         return rows[:]  # a plain list, as the cut below makes
     rows = rows[:TRACE_LIST_LIMIT]
     if _details_surely_fit(rows):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -24,9 +24,7 @@ __all__ = [
     "TRACE_VERSION",
     "EncodedRecord",
     "RecordHead",
-    "RowsWithShared",
     "SharedPayload",
-    "SharedRows",
     "TraceRecord",
     "encode",
     "json_text",
@@ -113,61 +111,6 @@ class SharedPayload(dict[str, Any]):
 
     __slots__ = ("_json",)
     _json: str
-
-
-class SharedRows(list[SharedPayload]):
-    """Rows sent unchanged, in this order, inside many lists: their JSON is joined once.
-
-    An iterating step's settled groups go out again in every later snapshot of its
-    progress. Its tracker keeps them in one `SharedRows`, changed only by `slide` (rows
-    come at the end and leave at the front), and each snapshot copies them into its own
-    list, a `RowsWithShared` that says where. The joined JSON of the rows a sink last
-    encoded is kept, and `slide` carries it along, so a snapshot's text is that text and
-    the few rows around it, not every row again.
-    """
-
-    __slots__ = ("_text",)
-
-    def __init__(self, rows: Iterable[SharedPayload] = ()) -> None:
-        super().__init__(rows)
-        self._text: tuple[SharedPayload, int, str] | None = None
-        """The first row, the row count and the joined JSON of rows a sink encoded.
-
-        Rows only come at the end and leave at the front, so a first row and a count name
-        one set of rows. The triple is replaced whole, never changed: a reader on another
-        thread sees one that holds together."""
-
-    def slide(self, added: Iterable[SharedPayload], *, dropped: int = 0) -> None:
-        """Drop the first `dropped` rows and add `added` at the end (one thread at a time)."""
-        added = list(added)
-        kept = self._text
-        text = None
-        if kept is not None and self and kept[0] is self[0] and kept[1] == len(self):
-            text = kept[2]
-            if dropped:
-                text = text[sum(len(_shared_text(row)) + 1 for row in self[:dropped]) :]
-            texts = list(map(_shared_text, added))
-            text = ",".join([text, *texts] if text else texts)
-        del self[:dropped]
-        self += added
-        self._text = (self[0], len(self), text) if text and self else None
-
-
-class RowsWithShared(list[Any]):
-    """A payload's list whose items `shared_at` to `shared_end` may be a `SharedRows`' rows.
-
-    Its JSON takes their text from `shared` whole and encodes only the items around them.
-    Only the library makes these (an iterating step's progress snapshot, which copies
-    its settled rows in at once), so the items there are `shared`'s rows as they were.
-    """
-
-    __slots__ = ("shared", "shared_at", "shared_end")
-
-    def __init__(self, items: Iterable[Any] = ()) -> None:
-        super().__init__(items)
-        self.shared: SharedRows | None = None
-        self.shared_at = 0
-        self.shared_end = 0
 
 
 class TraceRecord(dict[str, Any]):
@@ -321,8 +264,6 @@ def _other_text(value: Any) -> str:
     """`_encode(value)`; a list's and a `SharedPayload`'s reuse the JSON of those they hold."""
     if type(value) is list:
         return _list_text(value)
-    if isinstance(value, RowsWithShared):
-        return _rows_with_shared_text(value)
     if isinstance(value, SharedPayload):
         return _shared_text(value)
     return _encode(value)
@@ -343,29 +284,6 @@ def _list_text(value: list[Any]) -> str:
         return "[" + json_text(value[0]) + "]" if len(value) == 1 else _encode(value)
     if start < len(value):
         texts.append(_items_text(value[start:]))
-    return "[" + ",".join(texts) + "]"
-
-
-def _rows_with_shared_text(value: RowsWithShared) -> str:
-    """`_list_text(value)`, the shared rows' joined text reused when a sink made it already."""
-    shared, at, end = value.shared, value.shared_at, value.shared_end
-    if shared is None or not 0 <= at < end <= len(value):
-        return _list_text(value)
-    kept = shared._text
-    if kept is not None and kept[0] is value[at] and kept[1] == end - at:
-        text = kept[2]
-    else:
-        rows = value[at:end]
-        for row in rows:
-            if not isinstance(row, SharedPayload):
-                return _list_text(value)
-        text = ",".join(map(_shared_text, rows))
-        shared._text = (rows[0], len(rows), text)
-    texts = [text]
-    if at:
-        texts.insert(0, _list_text(value[:at])[1:-1])
-    if end < len(value):
-        texts.append(_list_text(value[end:])[1:-1])
     return "[" + ",".join(texts) + "]"
 
 

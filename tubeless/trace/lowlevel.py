@@ -24,11 +24,6 @@ What it promises, for as long as a name is listed here:
   fields, whose JSON it encodes once for every line written of the run's records.
 - `SharedPayload(payload)` is a payload sent unchanged with many records (a plan's
   `step.planned` and `pipeline.started` payloads), whose JSON is then encoded once.
-- `SharedRows(rows)` holds `SharedPayload` rows sent in order inside many lists (an
-  iterating step's settled groups); `extended(added, dropped=n)` gives the next one,
-  keeping the joined JSON made so far. A payload's list that is a `RowsWithShared`
-  (`shared=`, `shared_at=`) holds them from `shared_at` on, and its JSON takes their
-  text whole.
 - `kept_record(record)` is `record` as a sink may keep it: a run's own record as it is,
   anything else deep-copied (`tubeless.testing`'s memory sink).
 - `error_code(error)` is the most specific code of a wire error (the deepest that is
@@ -39,9 +34,7 @@ What it promises, for as long as a name is listed here:
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
 from tubeless.trace._encoding import (
     RecordHead,
-    RowsWithShared,
     SharedPayload,
-    SharedRows,
     kept_record,
 )
 from tubeless.trace._events import error_code
@@ -52,9 +45,7 @@ __all__ = [
     "TRACE_ATTRIBUTE_LIMIT",
     "TRACE_ERROR_BYTE_BUDGET",
     "RecordHead",
-    "RowsWithShared",
     "SharedPayload",
-    "SharedRows",
     "bounded_error",
     "bounded_text",
     "check_own_fields",
