@@ -223,7 +223,7 @@ class _Run:
         scheduler.run()
         for index in sorted(scheduler.errors):
             self._fail(*scheduler.errors[index])
-        reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
+        reports = tuple([scheduler.reports[step.id] for step in self._plan.steps])
         return self._complete(self._finalize(scheduler.outputs), reports)
 
     def _execute_lone(self, step: Step, as_is: bool, report: bool) -> PipelineRun | ChildValue:
