@@ -111,7 +111,8 @@ class ToolContext(_StepServices):
         execution: ExecutionIds | None = None,
         deadline: float | None = None,
     ) -> None:
-        super().__init__(step)
+        # `_StepServices.__init__`'s one field, set here: a context is made per tool call.
+        self._step = step
         self.execution = execution
         self.deadline = deadline
 

@@ -312,7 +312,11 @@ class Budget:
                 raise _limit(budget, "max_depth", below, 1)
 
     def permit(self, signal: threading.Event) -> _Permit:
-        """Hold a permit from every budget in the chain while the block runs one job."""
+        """Hold a permit from every budget in the chain while the block runs one job.
+
+        The context manager keeps no state of its own: one may be entered again, from
+        several threads at once, each entry holding its own permit.
+        """
         return _Permit(self, signal)
 
     def acquire(self, signal: threading.Event) -> None:
@@ -326,7 +330,10 @@ class Budget:
 
 
 class _Permit:
-    """`Budget.permit`'s context manager (a plain class: it runs for every job)."""
+    """`Budget.permit`'s context manager (a plain class: it runs for every job).
+
+    Stateless beyond its budget and signal, so a batch enters one for each of its calls.
+    """
 
     __slots__ = ("_budget", "_signal")
 

@@ -161,6 +161,8 @@ class _Batch:
         self.failure: BaseException | None = None
         self.begun: set[int] = set()
         self._lock = threading.Lock()
+        # One permit context for every call of the batch (it holds no state of its own).
+        self._permit = invocation.budget.permit(self._signal)
         self._progress = (
             _CallsProgress(self._calls, context, ids_clean=ids_clean) if watched else None
         )
@@ -259,10 +261,6 @@ class _Batch:
             options_checked=True,
         )
 
-    def _ids(self, call: PreparedCall) -> ExecutionIds:
-        invocation = self._invocation
-        return ExecutionIds(invocation.execution_id, invocation.agent_path, self._turn, call.id)
-
     def _dispatch(self, call: PreparedCall, slot: CallSlot | None) -> FrozenDict:
         attributes = self._attributes
         if attributes is not None:
@@ -274,31 +272,21 @@ class _Batch:
         runtime = self._runtime
         pipeline = runtime.tool_pipelines[call.tool]
         spec = runtime.tools[call.tool]
-        budget = self._invocation.budget
-        ran: PipelineRun | ChildValue
-        if isinstance(spec, PipelineToolSpec) and spec.subagent:
-            # The subagent's own jobs take permits; waiting for it holds none.
-            delegation = Delegation(budget, attributes, slot, self._ids(call))
-            ran = run_child_pipeline(
-                self._context,
-                pipeline,
-                call.input,
-                controls=self._controls,
-                plan=call.plan,
-                item_key=call.id,
-                options_checked=True,
-                extensions={DELEGATION: delegation},
-            )
-            return self._outcome(call, spec, pipeline, ran)
+        invocation = self._invocation
+        budget = invocation.budget
         if isinstance(spec, PipelineToolSpec):
+            if spec.subagent:
+                return self._delegate(call, spec, pipeline, slot, attributes)
             # An ordinary pipeline runs handlers only: one job for its whole run.
             options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
         else:
-            execution = self._ids(call)
+            execution = ExecutionIds(
+                invocation.execution_id, invocation.agent_path, self._turn, call.id
+            )
             options = {"input": call.input, "attributes": attributes, "execution": execution}
         if spec.timeout is not None or spec.retry is not None or budget.deadline is not None:
             return self._bounded(call, spec, pipeline, options)
-        with budget.permit(self._signal):
+        with self._permit:
             ran = run_child_value(
                 self._context,
                 pipeline,
@@ -307,6 +295,31 @@ class _Batch:
                 plan=call.plan,
                 item_key=call.id,
             )
+        return self._outcome(call, spec, pipeline, ran)
+
+    def _delegate(
+        self,
+        call: PreparedCall,
+        spec: PipelineToolSpec,
+        pipeline: Pipeline,
+        slot: CallSlot | None,
+        attributes: dict[str, Any] | None,
+    ) -> FrozenDict:
+        """Run a subagent call: its own jobs take permits; waiting for it holds none."""
+        invocation = self._invocation
+        execution = ExecutionIds(
+            invocation.execution_id, invocation.agent_path, self._turn, call.id
+        )
+        ran = run_child_pipeline(
+            self._context,
+            pipeline,
+            call.input,
+            controls=self._controls,
+            plan=call.plan,
+            item_key=call.id,
+            options_checked=True,
+            extensions={DELEGATION: Delegation(invocation.budget, attributes, slot, execution)},
+        )
         return self._outcome(call, spec, pipeline, ran)
 
     def _bounded(

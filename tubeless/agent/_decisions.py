@@ -89,7 +89,8 @@ def _parse_decision(raw: object) -> ContinueDecision | FinishDecision:
     calls = _envelope(raw)
     if isinstance(calls, FinishDecision):
         return calls
-    parsed = tuple(_parse_call(call, position) for position, call in enumerate(calls))
+    # A list first: one comprehension call per decision, not a generator step per call.
+    parsed = tuple([_parse_call(call, position) for position, call in enumerate(calls)])
     seen: set[str] = set()
     for call in parsed:
         if call.id in seen:

@@ -121,21 +121,31 @@ class BatchPreparer:
                 self._refuse(plain, f"/calls/{position}/input", call)
         if delegates and not self._problems:
             budget.check_delegation()
-        refused = {id(problem.call) for problem in self._problems}
+        prepared = self._prepare_calls(decision, {id(problem.call) for problem in self._problems})
+        if self._problems:
+            raise DecisionRejected(self._problems[0].error, self._problems)
+        return prepared
+
+    def _prepare_calls(
+        self, decision: ContinueDecision, refused: set[int]
+    ) -> tuple[PreparedCall, ...]:
+        """Validate each call not `refused` yet, in order, refusing those whose input fails."""
         prepared = []
+        checked = False  # whether the call before just checked the signal, after validating
         for position, call in enumerate(decision.calls):
-            if id(call) in refused:
+            if refused and id(call) in refused:
                 continue
-            raise_if_cancelled(self._signal)
+            if not checked:
+                raise_if_cancelled(self._signal)
+            checked = False
             try:
                 prepared.append(self._prepare_call(call))
+                checked = True
             except SchemaValidationError as refusal:
                 error = refused_input(refusal, ARGUMENTS_CODE)
                 if not schema_issues(error):
                     raise error from refusal  # a schema that raised: not the model's doing
                 self._refuse(error, f"/calls/{position}/input", call)
-        if self._problems:
-            raise DecisionRejected(self._problems[0].error, self._problems)
         return tuple(prepared)
 
     def _refuse(self, error: AgentError, path: str, call: AgentCall) -> None:

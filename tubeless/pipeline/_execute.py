@@ -141,6 +141,8 @@ _LONE_STEP = {False: "lone step", True: "lone step (dry run)"}
 class _Run:
     """The lifecycle of one run around its scheduler."""
 
+    __slots__ = ("_controls", "_errors", "_exceptions", "_pipeline", "_plan", "_scope", "_started")
+
     def __init__(
         self, pipeline: Pipeline, scope: RunScope, controls: RunControls, plan: PipelinePlan
     ) -> None:
@@ -149,8 +151,9 @@ class _Run:
         self._controls = controls
         self._plan = plan
         self._started = scope.services.now()
-        self._errors: list[Diagnostic] = []
-        self._exceptions: list[BaseException | None] = []
+        # Tuples: most runs have no error, and an empty tuple is shared, not made per run.
+        self._errors: tuple[Diagnostic, ...] = ()
+        self._exceptions: tuple[BaseException | None, ...] = ()
 
     def _emit(
         self, name: str, *, at: int | None = None, duration_ms: int | None = None, error: Any = None
@@ -168,8 +171,8 @@ class _Run:
             )
 
     def _fail(self, error: Diagnostic, exception: BaseException | None = None) -> None:
-        self._errors.append(error)
-        self._exceptions.append(exception)
+        self._errors += (error,)
+        self._exceptions += (exception,)
 
     @overload
     def execute(self, options: Any, *, checked: bool = ...) -> PipelineRun: ...
@@ -220,7 +223,7 @@ class _Run:
         scheduler.run()
         for index in sorted(scheduler.errors):
             self._fail(*scheduler.errors[index])
-        reports = tuple(scheduler.reports[step.id] for step in self._plan.steps)
+        reports = tuple([scheduler.reports[step.id] for step in self._plan.steps])
         return self._complete(self._finalize(scheduler.outputs), reports)
 
     def _execute_lone(self, step: Step, as_is: bool, report: bool) -> PipelineRun | ChildValue:
@@ -379,7 +382,7 @@ class _Run:
     ) -> PipelineRun:
         done, value = finalized or (False, None)
         scope = self._scope
-        errors = tuple(self._errors)
+        errors = self._errors
         result = PipelineRun(
             version=RUN_MODEL_VERSION,
             pipeline_id=self._pipeline.id,
@@ -395,7 +398,7 @@ class _Run:
             steps=reports,
             finalized=done,
             value=value if done else None,
-            exceptions=tuple(self._exceptions),
+            exceptions=self._exceptions,
             usage=NO_USAGE if (meter := scope.extensions.get(USAGE_METER)) is None else meter(),
         )
         if scope.observer is not None:

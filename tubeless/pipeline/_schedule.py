@@ -148,10 +148,13 @@ class StepScheduler:
     def _run_at(self, index: int, attempt: Attempt | None = None) -> StepOutcome:
         """Run step `index` with its inputs (see `run_step`)."""
         step = self._order[index]
-        inputs = {dep.id: self.outputs.get(dep.id) for dep in step.depends_on}
+        inputs: dict[str, Any] = {}
+        outputs = self.outputs
+        for dep in step.depends_on:  # a loop, not a comprehension: no call of its own
+            inputs[dep.id] = outputs.get(dep.id)
         for dep in step.optional_depends_on:
-            if dep.id in self.outputs:
-                inputs[dep.id] = self.outputs[dep.id]
+            if dep.id in outputs:
+                inputs[dep.id] = outputs[dep.id]
         return run_step(self._scope, index, step, inputs, attempt)
 
     def _apply(self, outcome: StepOutcome, pending: list[int]) -> None:

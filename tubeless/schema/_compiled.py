@@ -63,6 +63,8 @@ def is_json_number(value: object) -> bool:
 
 
 def _is_json_integer(value: object) -> bool:
+    if type(value) is int:  # the usual integer, without the three `isinstance` calls
+        return True
     if isinstance(value, float):
         return value.is_integer()
     return isinstance(value, int) and not isinstance(value, bool)
@@ -319,15 +321,16 @@ class _Compiler:
         if extra is False and "propertyNames" not in node:
             return _closed_object_check(properties, required, typed)
         extra_check = None if extra is False else self.compile(extra)
-        names = self.compile(node.get("propertyNames", True))
+        # Without `propertyNames` (the usual object) no name is checked: no call per key.
+        names = self.compile(node["propertyNames"]) if "propertyNames" in node else None
 
         def check(value: Any) -> bool:
             if not isinstance(value, dict):
                 return not typed
-            if not value.keys() >= required:
+            if required and not value.keys() >= required:
                 return False
             for key, item in value.items():
-                if not names(key):
+                if names is not None and not names(key):
                     return False
                 sub = properties.get(key)
                 if sub is None:
@@ -395,7 +398,7 @@ def _closed_object_check(
     def check(value: Any) -> bool:
         if not isinstance(value, dict):
             return not typed
-        if not value.keys() >= required:
+        if required and not value.keys() >= required:
             return False
         for key, item in value.items():
             sub = get(key)
