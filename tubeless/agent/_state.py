@@ -264,10 +264,14 @@ def plain_data_problem(value: Any) -> str | None:
     The value is walked as `own_state` walks it (nothing is kept), so every boundary that
     takes model data applies the one rule state follows.
     """
-    if type(value) is dict and all(
-        type(key) is str and (item is None or type(item) in _FLAT) for key, item in value.items()
-    ):
-        return None  # the usual tool input: one dict of strings, integers and booleans
+    if type(value) is dict:
+        # The usual tool input, one dict of strings, integers and booleans, in one loop
+        # (a generator would resume once per key).
+        for key, item in value.items():
+            if type(key) is not str or not (item is None or type(item) in _FLAT):
+                break
+        else:
+            return None
     try:
         _freeze(value, (), set(), False)
     except _NotPlainError as reason:
