@@ -385,6 +385,51 @@ def test_a_run_writes_each_record_as_its_plain_json_and_encodes_it_once(tmp_path
         assert f'"payload":{payload_json(record)}' in line
 
 
+def _echo_agent(
+    agent_id: str,
+    run_tool: Callable[[Any, Any], str],
+    decide: Callable[[Any, Any], dict[str, Any]],
+    *,
+    description: str = "Echo",
+    limits: dict[str, int],
+) -> Any:
+    """An agent with one `echo` tool, state kept as it is."""
+    from tubeless.agent import define_agent, define_tool
+
+    tool = define_tool(
+        description=description,
+        input_schema={"type": "object"},
+        output_schema={"type": "string"},
+        run=run_tool,
+    )
+    return define_agent(
+        id=agent_id,
+        input_schema={"type": "object"},
+        result_schema={"type": "object"},
+        initial_state=lambda options: {},
+        decide=decide,
+        reduce=lambda state, outcomes: state,
+        tools={"echo": tool},
+        limits=limits,
+    )
+
+
+def _written_beside_memory(agent: Any, path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """Run `agent` into an NDJSON file and a memory sink; each line must be its record's
+    `json.dumps`. Returns the lines and the records."""
+    from tubeless.testing import MemoryTraceSink
+    from tubeless.trace import compose_sinks
+
+    memory = MemoryTraceSink()
+    with NdjsonTraceSink(path) as sink:
+        run = agent.run({}, context={"tracing": compose_sinks(sink, memory)})
+    assert run.status == "completed", run.errors
+    lines = path.read_text("utf-8").splitlines(keepends=True)
+    for record, line in zip(memory.records, lines, strict=True):
+        assert line == _line(dict(record)) + "\n"
+    return lines, memory.records
+
+
 def test_cached_parts_of_later_runs_stay_byte_identical(tmp_path: Path) -> None:
     """Later runs reuse field names' text and send the plan's payloads: same bytes as plain.
 
@@ -392,16 +437,6 @@ def test_cached_parts_of_later_runs_stay_byte_identical(tmp_path: Path) -> None:
     the payload objects the first run's records held; an agent's child runs (its turns
     and tool calls) send them within one run too.
     """
-    from tubeless.agent import define_agent, define_tool
-    from tubeless.testing import MemoryTraceSink
-    from tubeless.trace import compose_sinks
-
-    tool = define_tool(
-        description="Echo ünïcode",
-        input_schema={"type": "object"},
-        output_schema={"type": "string"},
-        run=lambda value, context: 'é\u2028"quoted"',
-    )
     turns = iter(range(100))
 
     def decide(state: Any, context: Any) -> dict[str, Any]:
@@ -410,27 +445,18 @@ def test_cached_parts_of_later_runs_stay_byte_identical(tmp_path: Path) -> None:
         calls = [{"id": f"c-{index}-é", "tool": "echo", "input": {}} for index in range(2)]
         return {"kind": "continue", "calls": calls}
 
-    agent = define_agent(
-        id="cached-é",
-        input_schema={"type": "object"},
-        result_schema={"type": "object"},
-        initial_state=lambda options: {},
-        decide=decide,
-        reduce=lambda state, outcomes: state,
-        tools={"echo": tool},
+    agent = _echo_agent(
+        "cached-é",
+        lambda value, context: 'é\u2028"quoted"',
+        decide,
+        description="Echo ünïcode",
         limits={"max_turns": 5, "max_calls": 10, "max_decisions": 5, "max_concurrency": 2},
     )
     for attempt in range(3):
-        path = tmp_path / f"run-{attempt}.ndjson"
-        memory = MemoryTraceSink()
-        with NdjsonTraceSink(path) as sink:
-            run = agent.run({}, context={"tracing": compose_sinks(sink, memory)})
-            assert run.status == "completed"
-        lines = path.read_text("utf-8").splitlines(keepends=True)
-        kinds = {record["name"] for record in memory.records}
+        _, records = _written_beside_memory(agent, tmp_path / f"run-{attempt}.ndjson")
+        kinds = {record["name"] for record in records}
         assert {"step.planned", "pipeline.started", "step.attempted"} <= kinds
-        for record, line in zip(memory.records, lines, strict=True):
-            assert line == _line(dict(record)) + "\n"
+        for record in records:
             assert payload_json(record) == _line(record["payload"])
 
 
@@ -441,21 +467,12 @@ def test_a_long_iterating_step_writes_its_settled_groups_byte_for_byte(tmp_path:
     oldest; every progress line it writes still reads as `json.dumps` gives it.
     """
     from tubeless import ToolError
-    from tubeless.agent import define_agent, define_tool
-    from tubeless.testing import MemoryTraceSink
-    from tubeless.trace import compose_sinks
 
     def run_tool(value: Any, context: Any) -> str:
         if value["fail"]:
             raise ToolError("BROKEN", "nö")
         return "ok"
 
-    tool = define_tool(
-        description="Echo",
-        input_schema={"type": "object"},
-        output_schema={"type": "string"},
-        run=run_tool,
-    )
     turns = iter(range(100))
 
     def decide(state: Any, context: Any) -> dict[str, Any]:
@@ -468,23 +485,12 @@ def test_a_long_iterating_step_writes_its_settled_groups_byte_for_byte(tmp_path:
         ]
         return {"kind": "continue", "calls": calls}
 
-    agent = define_agent(
-        id="long-é",
-        input_schema={"type": "object"},
-        result_schema={"type": "object"},
-        initial_state=lambda options: {},
-        decide=decide,
-        reduce=lambda state, outcomes: state,
-        tools={"echo": tool},
+    agent = _echo_agent(
+        "long-é",
+        run_tool,
+        decide,
         limits={"max_turns": 50, "max_calls": 200, "max_decisions": 50},
     )
-    path = tmp_path / "run.ndjson"
-    memory = MemoryTraceSink()
-    with NdjsonTraceSink(path) as sink:
-        run = agent.run({}, context={"tracing": compose_sinks(sink, memory)})
-    assert run.status == "completed", run.errors
-    lines = path.read_text("utf-8").splitlines(keepends=True)
-    for record, line in zip(memory.records, lines, strict=True):
-        assert line == _line(dict(record)) + "\n"
+    lines, _ = _written_beside_memory(agent, tmp_path / "run.ndjson")
     assert any('"name":"10 earlier turns"' in line for line in lines)
     assert any('"status":"failed","depth":2' in line for line in lines)
