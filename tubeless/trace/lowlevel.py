@@ -32,11 +32,7 @@ What it promises, for as long as a name is listed here:
 """
 
 from tubeless.trace._bounds import TRACE_ERROR_BYTE_BUDGET, bounded_error, bounded_text
-from tubeless.trace._encoding import (
-    RecordHead,
-    SharedPayload,
-    kept_record,
-)
+from tubeless.trace._encoding import RecordHead, SharedPayload, kept_record
 from tubeless.trace._events import error_code
 from tubeless.trace._rules import TRACE_ATTRIBUTE_LIMIT, json_bytes, record_size_problem
 from tubeless.trace._wire import check_own_fields, check_record, shared_fields_valid
