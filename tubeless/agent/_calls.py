@@ -261,6 +261,10 @@ class _Batch:
             options_checked=True,
         )
 
+    def _ids(self, call: PreparedCall) -> ExecutionIds:
+        invocation = self._invocation
+        return ExecutionIds(invocation.execution_id, invocation.agent_path, self._turn, call.id)
+
     def _dispatch(self, call: PreparedCall, slot: CallSlot | None) -> FrozenDict:
         attributes = self._attributes
         if attributes is not None:
@@ -272,18 +276,14 @@ class _Batch:
         runtime = self._runtime
         pipeline = runtime.tool_pipelines[call.tool]
         spec = runtime.tools[call.tool]
-        invocation = self._invocation
-        budget = invocation.budget
+        budget = self._invocation.budget
         if isinstance(spec, PipelineToolSpec):
             if spec.subagent:
                 return self._delegate(call, spec, pipeline, slot, attributes)
             # An ordinary pipeline runs handlers only: one job for its whole run.
             options = {"input": call.input, "attributes": attributes, "plan": call.child_plan}
         else:
-            execution = ExecutionIds(
-                invocation.execution_id, invocation.agent_path, self._turn, call.id
-            )
-            options = {"input": call.input, "attributes": attributes, "execution": execution}
+            options = {"input": call.input, "attributes": attributes, "execution": self._ids(call)}
         if spec.timeout is not None or spec.retry is not None or budget.deadline is not None:
             return self._bounded(call, spec, pipeline, options)
         with self._permit:
@@ -306,10 +306,7 @@ class _Batch:
         attributes: dict[str, Any] | None,
     ) -> FrozenDict:
         """Run a subagent call: its own jobs take permits; waiting for it holds none."""
-        invocation = self._invocation
-        execution = ExecutionIds(
-            invocation.execution_id, invocation.agent_path, self._turn, call.id
-        )
+        delegation = Delegation(self._invocation.budget, attributes, slot, self._ids(call))
         ran = run_child_pipeline(
             self._context,
             pipeline,
@@ -318,7 +315,7 @@ class _Batch:
             plan=call.plan,
             item_key=call.id,
             options_checked=True,
-            extensions={DELEGATION: Delegation(invocation.budget, attributes, slot, execution)},
+            extensions={DELEGATION: delegation},
         )
         return self._outcome(call, spec, pipeline, ran)
 
