@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from tubeless.errors import TornTraceWarning, TraceRecordError, TraceSinkError, TraceStoreError
-from tubeless.trace._encoding import TraceRecord, encode
+from tubeless.trace._encoding import encode
 from tubeless.trace._rules import TRACE_RECORD_BYTE_LIMIT
 from tubeless.trace._wire import decode_record
 
@@ -103,8 +103,7 @@ class NdjsonTraceSink:
                 stays usable.
             TraceSinkError: when the sink is closed, or the write fails now or failed before.
         """
-        if type(record) is not TraceRecord:  # a run's record was checked as it was built
-            decode_record(record)
+        decode_record(record)
         line = encode(record).line
         if not (len(line) <= _LINE_LIMIT and line.isascii()):
             _check_line(line)
