@@ -37,20 +37,27 @@ _EMPTY = object()
 
 
 class _Buffer:
-    """The bounded event buffer between the run's threads and the reader."""
+    """The bounded event buffer between the run's threads and the reader.
+
+    Only a waiting thread is notified (the reader on an empty buffer, a writer on a full
+    one): `_waiting` counts them, under the lock, so most events take the lock alone.
+    """
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._items: collections.deque[Any] = collections.deque()
         self._progress: dict[str, RunEvent] = {}
-        self._changed = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._waiting = 0
+        """Threads waiting on `_changed`."""
         self._closed = False
         self.waker: Callable[[], None] | None = None
         """Called (off the lock) when an item arrives for a reader that `poll`ed in vain."""
         self._polled_in_vain = False
 
     def put(self, event: RunEvent) -> None:
-        with self._changed:
+        with self._lock:
             if event.kind == "call.progress":
                 key = f"{event.run_id}/{'/'.join(event.path)}"
                 if key in self._progress:
@@ -62,7 +69,7 @@ class _Buffer:
                 self._items.append(key)
             else:
                 while len(self._items) >= self._capacity and not self._closed:
-                    self._changed.wait()
+                    self._wait()
                 if self._closed:
                     return
                 self._items.append(event)
@@ -70,15 +77,25 @@ class _Buffer:
         if wake is not None:
             wake()
 
+    def _wait(self) -> None:
+        self._waiting += 1
+        try:
+            self._changed.wait()
+        finally:
+            self._waiting -= 1
+
     def _arrived(self) -> Callable[[], None] | None:
         """Wake the readers (lock held); the waker to call once the lock is released."""
-        self._changed.notify_all()
-        wake, self._polled_in_vain = self.waker if self._polled_in_vain else None, False
-        return wake
+        if self._waiting:
+            self._changed.notify_all()
+        if not self._polled_in_vain:
+            return None
+        self._polled_in_vain = False
+        return self.waker
 
     def end(self) -> None:
         """Mark the end of the events (the run returned)."""
-        with self._changed:
+        with self._lock:
             self._items.append(_DONE)
             wake = self._arrived()
         if wake is not None:
@@ -86,21 +103,21 @@ class _Buffer:
 
     def close(self) -> None:
         """Stop taking events: writers no longer wait for room."""
-        with self._changed:
+        with self._lock:
             self._closed = True
             self._changed.notify_all()
 
     def get(self) -> RunEvent | None:
         """The next event, or `None` at the end."""
-        with self._changed:
+        with self._lock:
             while not self._items:
-                self._changed.wait()
+                self._wait()
             return self._take()
 
     def poll(self) -> RunEvent | object | None:
         """The next event, `None` at the end, or `_EMPTY` (then `waker` runs on the next
         arrival)."""
-        with self._changed:
+        with self._lock:
             if self._items:
                 return self._take()
             self._polled_in_vain = True
@@ -108,11 +125,12 @@ class _Buffer:
 
     def _take(self) -> RunEvent | None:
         item = self._items.popleft()
-        self._changed.notify_all()
+        if self._waiting:
+            self._changed.notify_all()
         if item is _DONE:
             self._items.appendleft(_DONE)
             return None
-        if isinstance(item, str):
+        if type(item) is str:
             return self._progress.pop(item)
         event: RunEvent = item
         return event

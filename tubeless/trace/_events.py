@@ -14,6 +14,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from tubeless._frozen import slot_init
+
 __all__ = ["EventKind", "EventProjection", "RunEvent", "error_code"]
 
 EventKind = Literal[
@@ -31,6 +33,7 @@ EventKind = Literal[
 _PASS_THROUGH_CODES = frozenset({"TUBELESS_STEP_FAILED", "TUBELESS_CHILD_FAILED"})
 
 
+@slot_init
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RunEvent:
     """One moment of a run tree, for a live view (no arguments, outputs or state)."""
@@ -184,14 +187,15 @@ class EventProjection:
             self._runs[run_id] = _Run(parent.path, pipeline_id, parent.run_id, False)
             return ()
         prefix = f"{parent.pipeline_id}/tool/"
+        tool_run = pipeline_id.startswith(prefix)
         call = _Call(
             (*parent.path, str(item)),
             parent.run_id,
             parent.turn,
             str(item),
-            pipeline_id[len(prefix) :] if pipeline_id.startswith(prefix) else None,
+            pipeline_id[len(prefix) :] if tool_run else None,
         )
-        if pipeline_id.startswith(prefix):
+        if tool_run:
             self._runs[run_id] = _Run(call.path, pipeline_id, parent.run_id, False, call=call)
         else:  # a pipeline tool: the call's run is a subagent's (or a pipeline's) own run
             path = (*call.path, pipeline_id)
@@ -227,7 +231,13 @@ class EventProjection:
 
     def _progress(self, record: Mapping[str, Any], run: _Run) -> tuple[RunEvent, ...]:
         progress = record["payload"].get("progress")
-        if run.call is None or run.announced or not isinstance(progress, Mapping):
+        # `None` first, as a tool's run starts (`isinstance` on an ABC is slow).
+        if (
+            progress is None
+            or run.call is None
+            or run.announced
+            or not isinstance(progress, Mapping)
+        ):
             return ()
         message = progress.get("message")
         return (
@@ -247,13 +257,11 @@ class EventProjection:
         if status == "cancelled" and code is None:
             code = "TUBELESS_RUN_CANCELLED"
         ended = {"status": status, "code": code, "duration_ms": record.get("durationMs")}
-        events: list[RunEvent] = []
-        if run.announced:
-            events.append(self._event("run.finished", record, run, **ended))
-        if run.call is not None:
-            ok = status == "completed"
-            events.append(self._call_event("call.finished", record, run.call, ok=ok, **ended))
-        return tuple(events)
+        run_end = (self._event("run.finished", record, run, **ended),) if run.announced else ()
+        if run.call is None:
+            return run_end
+        ok = status == "completed"
+        return (*run_end, self._call_event("call.finished", record, run.call, ok=ok, **ended))
 
     @staticmethod
     def _event(kind: EventKind, record: Mapping[str, Any], run: _Run, **fields: Any) -> RunEvent:
