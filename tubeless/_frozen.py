@@ -68,9 +68,10 @@ def slot_init(cls: _Class) -> _Class:
     its descriptor: the generated one's signature, defaults and errors, in two thirds of
     the time (it calls `object.__setattr__` once a field, which looks the field up again).
 
-    For a class made often on a hot path (`RunEvent`: two a streamed tool call). Every
-    field must be an `__init__` parameter whose default, if any, is `None`, and the class
-    must have no `__post_init__`.
+    For classes made often on a hot path: a tool call's `AgentCall`, `PreparedCall` and
+    `ExecutionIds`, a step's `StepReport`, a stream's `RunEvent`s. Every field must be an
+    `__init__` parameter whose default, if any, is `None`, and the class must have no
+    `__post_init__`.
     """
     fields = dataclasses.fields(cls)
     if hasattr(cls, "__post_init__") or any(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeGuard
 
-from tubeless._frozen import FrozenDict
+from tubeless._frozen import FrozenDict, slot_init
 from tubeless._quote import quote, quote_list, type_name
 from tubeless.agent._state import SEQUENCES, OwnedDict
 from tubeless.errors import AgentError
@@ -14,6 +14,7 @@ CALL_ID_LIMIT = 256
 _CALL_KEYS = frozenset({"id", "tool", "input"})
 
 
+@slot_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class AgentCall:
     """One requested tool call, shape-checked (its input is not validated yet)."""

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Protocol
 
-from tubeless._frozen import FrozenDict, freeze_json, thaw
+from tubeless._frozen import FrozenDict, freeze_json, slot_init, thaw
 from tubeless._quote import quote
 from tubeless.agent._approvals import APPROVAL_CODES, Approval, node_pending
 from tubeless.agent._durability import KEY_CODE
@@ -87,6 +87,7 @@ _UNSAVED_CODES = (
 resumable)."""
 
 
+@slot_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class ExecutionIds:
     """Ids of a tool call that stay the same when a durable execution resumes.

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tubeless._frozen import slot_init
 from tubeless._quote import quote
 from tubeless.agent._budget import Budget
 from tubeless.agent._decisions import AgentCall, ContinueDecision
@@ -38,6 +39,7 @@ _DRY = RunControls(dry_run=True)
 _WET = RunControls()
 
 
+@slot_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class PreparedCall:
     """A call whose tool is resolved and whose input is validated (transformed once)."""

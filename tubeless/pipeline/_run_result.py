@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from tubeless._frozen import slot_init
 from tubeless._usage import NO_USAGE, Usage
 from tubeless.errors import Diagnostic, PendingApproval, pending_approvals_of
 
@@ -40,6 +41,7 @@ class ChildValue:
         self.value = value
 
 
+@slot_init
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StepReport:
     """The terminal report of one planned step."""
