@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import pickle
 from typing import Any
 
 import pytest
@@ -62,6 +64,7 @@ def test_slot_init_keeps_signature_equality_hash_and_frozenness() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         one.kind = "b"  # type: ignore[misc]
     assert dataclasses.replace(one, code="E").code == "E"
+    assert pickle.loads(pickle.dumps(one)) == one == copy.deepcopy(one)
     # The run events a stream makes are built this way.
     assert RunEvent.__init__.__qualname__ == "RunEvent.__init__"
     assert RunEvent(kind="run.started", run_id="r", path=("a",), at=1).to_dict() == {
