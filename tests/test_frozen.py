@@ -88,6 +88,10 @@ def test_slot_init_refuses_what_it_would_not_do_as_the_generated_init() -> None:
         def __post_init__(self) -> None:
             raise AssertionError("slot_init would skip this")
 
-    for cls in (Counted, Listed, Checked):
+    @dataclasses.dataclass(frozen=True)
+    class Unslotted:
+        name: str
+
+    for cls in (Counted, Listed, Checked, Unslotted):
         with pytest.raises(TypeError, match="slot_init"):
             slot_init(cls)

@@ -74,6 +74,8 @@ def slot_init(cls: _Class) -> _Class:
     `__post_init__`.
     """
     fields = dataclasses.fields(cls)
+    if "__slots__" not in cls.__dict__:
+        raise TypeError(f"slot_init needs a slotted dataclass: {cls.__name__}")
     if hasattr(cls, "__post_init__") or any(
         not field.init
         or field.default_factory is not dataclasses.MISSING
@@ -90,9 +92,10 @@ def slot_init(cls: _Class) -> _Class:
         ],
         return_annotation=inspect.Signature.empty,
     )
-    setters = {f"_set_{field.name}": getattr(cls, field.name).__set__ for field in fields}
-    body = "".join(f"    _set_{field.name}(self, {field.name})\n" for field in fields)
-    # As `dataclasses` makes `__init__`: source from the field names, defaults all `None`.
+    # As `dataclasses` makes `__init__`: source from the field names, defaults all `None`;
+    # each slot's setter under a dunder name no field takes.
+    setters = {f"__slot_set_{i}__": getattr(cls, f.name).__set__ for i, f in enumerate(fields)}
+    body = "".join(f"    __slot_set_{i}__(self, {f.name})\n" for i, f in enumerate(fields))
     exec(f"def __init__{bare}:\n{body}", setters)
     init = setters["__init__"]
     init.__qualname__ = generated.__qualname__
